@@ -1,0 +1,87 @@
+"""CPU benchmarks of the lineage core (numbers go to BENCHMARKS.md with machine and date).
+
+    python -m lineage.bench            # all
+    python -m lineage.bench step       # k3-mini one-token step, observations on vs off
+    python -m lineage.bench chunk      # chunked vs recurrent kda at T = 4096
+"""
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import sys
+import time
+
+import torch
+
+from .model import LM
+from .presets import get_preset
+from . import ops
+
+
+def _median_ms(fn, reps: int, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def bench_step(steps: int = 300, prefill: int = 64) -> dict:
+    """Median wall time of one k3-mini step (B = 1, fp32, inference mode), observations on and off,
+    interleaved in rounds so both see the same cache lengths and machine state."""
+    torch.manual_seed(0)
+    model = LM(get_preset("k3-mini")).eval()
+    ids = torch.randint(0, 256, (1, prefill + steps))
+    res = {True: [], False: []}
+    with torch.inference_mode():
+        _, start = model(ids[:, :prefill])
+        for _ in range(3):
+            for observe in (False, True):
+                st = start
+                for t in range(steps // 3):
+                    tok = ids[:, prefill + t]
+                    t0 = time.perf_counter()
+                    _, st = model.step(tok, st, {} if observe else None)
+                    res[observe].append(time.perf_counter() - t0)
+    on, off = statistics.median(res[True]) * 1e3, statistics.median(res[False]) * 1e3
+    return {"k3-mini step, all observations (ms)": on, "k3-mini step, no observations (ms)": off,
+            "observation overhead (on / off)": on / off}
+
+
+def bench_chunk(T: int = 4096, B: int = 1, H: int = 4, K: int = 64, reps: int = 3) -> dict:
+    """ops.kda chunked (C = 64) against the token recurrence, fp32, same inputs."""
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(B, T, H, K, generator=g)
+    k = torch.nn.functional.normalize(torch.randn(B, T, H, K, generator=g), dim=-1)
+    v = torch.randn(B, T, H, K, generator=g)
+    gate = -5 * torch.rand(B, T, H, K, generator=g)
+    beta = torch.rand(B, T, H, generator=g)
+    with torch.inference_mode():
+        rec = _median_ms(lambda: ops.kda(q, k, v, gate, beta), reps, warmup=1)
+        chk = _median_ms(lambda: ops.kda(q, k, v, gate, beta, chunk_size=64), reps, warmup=1)
+    return {f"kda recurrent, B={B} T={T} H={H} K=V={K} (ms)": rec,
+            f"kda chunked C=64, same shape (ms)": chk,
+            "speed-up chunked / recurrent": rec / chk}
+
+
+def machine() -> str:
+    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+            f"torch {torch.__version__} ({torch.get_num_threads()} threads), Python {platform.python_version()}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    which = (argv if argv is not None else sys.argv[1:]) or ["step", "chunk"]
+    print(f"# {time.strftime('%Y-%m-%d')} {machine()}")
+    for name in which:
+        res = {"step": bench_step, "chunk": bench_chunk}[name]()
+        for key, val in res.items():
+            print(f"{key:<48} {val:10.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""Multi-head latent attention (DeepSeek-V2, used by Kimi): the cache holds one compressed latent
+per token instead of per-head keys and values; K3 adds a sigmoid gate on the output."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from .configs import MLAConfig
+
+
+@dataclass
+class LatentCache:
+    c: Tensor       # (B, L, kv_lora_rank): normalised latent, expanded to keys and values on read
+    k_pe: Tensor    # (B, L, qk_rope_head_dim): the key part shared by all heads
+
+    @property
+    def length(self) -> int:
+        return self.c.shape[1]
+
+    @property
+    def nbytes(self) -> int:
+        return self.c.numel() * self.c.element_size() + self.k_pe.numel() * self.k_pe.element_size()
+
+
+def rotate(x: Tensor, pos: Tensor, theta: float) -> Tensor:
+    """Rotary embedding on the last dim (pairs of halves). x (..., L, R), pos (L,)."""
+    R = x.shape[-1]
+    inv = theta ** (-torch.arange(0, R, 2, dtype=torch.float64, device=x.device) / R)   # (R/2,)
+    ang = (pos.to(torch.float64)[:, None] * inv).to(x.dtype)                            # (L, R/2)
+    cos, sin = ang.cos(), ang.sin()
+    a, b = x[..., : R // 2], x[..., R // 2:]
+    return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+
+
+class MLA(nn.Module):
+    def __init__(self, cfg: MLAConfig):
+        super().__init__()
+        self.cfg = cfg
+        H, dn, dr, dv = cfg.n_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
+        if cfg.q_lora_rank is None:
+            self.q_proj = nn.Linear(cfg.d_model, H * (dn + dr), bias=False)
+        else:  # query LoRA: compress, normalise, expand
+            self.q_proj = nn.Sequential(nn.Linear(cfg.d_model, cfg.q_lora_rank, bias=False),
+                                        nn.RMSNorm(cfg.q_lora_rank, eps=cfg.norm_eps),
+                                        nn.Linear(cfg.q_lora_rank, H * (dn + dr), bias=False))
+        self.kv_a = nn.Linear(cfg.d_model, cfg.kv_lora_rank + dr, bias=False)   # -> latent | shared key part
+        self.kv_norm = nn.RMSNorm(cfg.kv_lora_rank, eps=cfg.norm_eps)
+        self.kv_b = nn.Linear(cfg.kv_lora_rank, H * (dn + dv), bias=False)      # latent -> per-head k_nope | v
+        self.o_proj = nn.Linear(H * dv, cfg.d_model, bias=False)
+        self.g_proj = nn.Linear(cfg.d_model, H * dv, bias=False) if cfg.output_gate else None
+
+    def _append(self, x: Tensor, state: LatentCache | None) -> tuple[Tensor, LatentCache]:
+        cfg = self.cfg
+        B, T, _ = x.shape
+        start = 0 if state is None else state.length
+        q = self.q_proj(x).view(B, T, cfg.n_heads, -1).transpose(1, 2)          # (B, H, T, dn + dr)
+        c, k_pe = self.kv_a(x).split([cfg.kv_lora_rank, cfg.qk_rope_head_dim], dim=-1)
+        c = self.kv_norm(c)                                                       # (B, T, kv_lora_rank)
+        if cfg.rope:
+            pos = torch.arange(start, start + T, device=x.device)
+            k_pe = rotate(k_pe, pos, cfg.rope_theta)
+            q = torch.cat([q[..., :cfg.qk_nope_head_dim], rotate(q[..., cfg.qk_nope_head_dim:], pos, cfg.rope_theta)], -1)
+        if state is not None:
+            c, k_pe = torch.cat([state.c, c], dim=1), torch.cat([state.k_pe, k_pe], dim=1)
+        return q, LatentCache(c, k_pe)
+
+    def _attend(self, x: Tensor, q: Tensor, cache: LatentCache) -> tuple[Tensor, Tensor]:
+        cfg = self.cfg
+        B, H, T, _ = q.shape
+        L = cache.length
+        kv = self.kv_b(cache.c).view(B, L, H, -1).transpose(1, 2)                # (B, H, L, dn + dv)
+        k_nope, v = kv.split([cfg.qk_nope_head_dim, cfg.v_head_dim], dim=-1)
+        k = torch.cat([k_nope, cache.k_pe[:, None].expand(B, H, L, -1)], dim=-1)  # (B, H, L, dn + dr)
+        scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5                 # (B, H, T, L)
+        visible = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T)
+        probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)
+        y = (probs @ v).transpose(1, 2).reshape(B, T, H * cfg.v_head_dim)         # (B, T, H*dv)
+        if self.g_proj is not None:                                               # gated MLA: how much retrieval to keep
+            y = y * torch.sigmoid(self.g_proj(x))
+        return self.o_proj(y), probs
+
+    def forward(self, x: Tensor, state: LatentCache | None = None) -> tuple[Tensor, LatentCache]:
+        q, cache = self._append(x, state)
+        y, _ = self._attend(x, q, cache)
+        return y, cache
+
+    def step(self, x_t: Tensor, state: LatentCache | None, obs: dict | None = None) -> tuple[Tensor, LatentCache]:
+        x = x_t[:, None]
+        q, cache = self._append(x, state)
+        y, probs = self._attend(x, q, cache)
+        if obs is not None:
+            obs.update(kind="mla", attn=probs[:, :, 0].detach(), cache_len=cache.length, cache_bytes=cache.nbytes)
+        return y[:, 0], cache

@@ -1,0 +1,40 @@
+"""The `lineage` command line: params, memory, --version, and no torch on the arithmetic path."""
+import json
+import subprocess
+import sys
+
+from tui.cli import main
+
+
+def test_params_json(capsys):
+    assert main(["params", "gpt2-small", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["total"] == 124_439_808 and out["active"] == 124_439_808
+
+
+def test_params_text(capsys):
+    assert main(["params", "k3"]) == 0
+    out = capsys.readouterr().out
+    assert "69 kda, 24 mla" in out and "2.78T" in out
+
+
+def test_unknown_preset_exit_2(capsys):
+    assert main(["params", "k4"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown preset 'k4'" in err and "Traceback" not in err
+
+
+def test_memory(capsys):
+    assert main(["memory", "gpt2-small", "--context", "1024", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [r["context"] for r in rows] == [256, 512, 1024, 2048, 4096]
+    assert rows[2]["cache_bytes"] == 12 * 2 * 12 * 64 * 2 * 1024
+
+
+def test_version_and_no_torch_on_arithmetic_path():
+    code = ("import sys; from tui.cli import main; main(['params', 'k3', '--json']); "
+            "main(['memory', 'k3']); assert 'torch' not in sys.modules, 'torch imported'")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([sys.executable, "-m", "tui.cli", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("lineage ")
