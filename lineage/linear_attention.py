@@ -57,6 +57,6 @@ class LinearAttention(nn.Module):
         qs = q * K ** -0.5
         o = (qs[:, :, None] @ S).squeeze(2) / (qs * z).sum(-1, keepdim=True)   # (B, H, V)
         if obs is not None:
-            obs.update(kind="linear", S=S.detach(), dS=dS.detach(), read=read.detach(), v=v.detach(),
+            obs.update(kind="linear", S=S.detach(), dS=dS.detach(), read=read.detach(), v=v.detach(), k=k.detach(),
                        state_bytes=S.numel() * S.element_size() + z.numel() * z.element_size())
         return self.o_proj(o.flatten(1)), LinearState(S, z)

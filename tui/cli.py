@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from lineage import __version__
 
@@ -78,6 +79,126 @@ def _memory(args) -> int:
     return 0
 
 
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+def _err(msg: str) -> int:
+    print(msg, file=sys.stderr)
+    return 2
+
+
+def _list(args) -> int:
+    from lineage.scenario_yaml import ScenarioError, load_file
+    for path in sorted(SCENARIO_DIR.glob("*.yaml")):
+        try:
+            data = load_file(path).data
+            title = data.get("title", "") if isinstance(data, dict) else ""
+        except ScenarioError:
+            title = "(does not parse: run lineage validate)"
+        print(f"{path.stem:<24} {title}")
+    return 0
+
+
+def _validate(args) -> int:
+    from lineage.scenario import load
+    from lineage.scenario_yaml import ScenarioError
+    from lineage.session import is_trace
+    bad = 0
+    for f in args.files:
+        if is_trace(f):
+            bad += _validate_trace(f)
+            continue
+        try:
+            load(_resolve(f))
+        except ScenarioError as e:
+            for p in e.problems:
+                print(str(p), file=sys.stderr)
+            bad += 1
+    return 2 if bad else 0
+
+
+def _validate_trace(path) -> int:
+    from lineage.trace import TraceError, TraceReader
+    try:
+        r = TraceReader(path)
+        for i in range(len(r)):
+            r.frame(i)
+    except TraceError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _resolve(name: str) -> str:
+    """A path, or the name of a bundled scenario ('tour' -> scenarios/tour.yaml)."""
+    p = Path(name)
+    if not p.exists() and not p.suffix and (SCENARIO_DIR / f"{name}.yaml").exists():
+        return str(SCENARIO_DIR / f"{name}.yaml")
+    return name
+
+
+def _open(path: str, salvage: bool = False):
+    """(cursor, None) or (None, exit code after printing the located problem)."""
+    from lineage.scenario_yaml import ScenarioError
+    from lineage.trace import TraceError
+    path = _resolve(path)
+    try:
+        from lineage.session import open_path
+        return open_path(path, salvage=salvage), None
+    except ScenarioError as e:
+        for p in e.problems:
+            print(str(p), file=sys.stderr)
+        return None, 2
+    except TraceError as e:
+        return None, _err(str(e))
+    except FileNotFoundError:
+        return None, _err(f"{path}: no such file")
+
+
+def _record(args) -> int:
+    import time
+    from lineage.session import Session
+    cur, code = _open(args.scenario)
+    if cur is None:
+        return code
+    if not isinstance(cur, Session):
+        return _err(f"{args.scenario}: is already a trace (record takes a scenario)")
+    n = cur.total if args.steps is None else min(args.steps, cur.total)
+    t0 = time.perf_counter()
+    writer = cur.record_to(args.output)
+    try:
+        cur.record_all(n)
+    finally:
+        cur.close()
+    dt = time.perf_counter() - t0
+    size = Path(args.output).stat().st_size
+    print(f"{args.output}: {n} steps in {dt:.2f} s ({n / dt:.1f} steps/s), {size:,} bytes "
+          f"({writer.bytes_frames / max(n, 1):,.0f} bytes per step)")
+    if args.steps is not None and args.steps > cur.total:
+        print(f"note: the scenario has {cur.total} steps; recorded all of them", file=sys.stderr)
+    return 0
+
+
+def _snapshot(args) -> int:
+    from tui.text_panels import PANELS, render
+    cur, code = _open(args.source, salvage=args.salvage)
+    if cur is None:
+        return code
+    if not 1 <= args.step <= cur.total:
+        return _err(f"{args.source}: step {args.step} is out of range (1-{cur.total})")
+    if args.panel is not None and args.panel not in PANELS:
+        return _err(f"--panel {args.panel!r}: unknown panel (one of {', '.join(PANELS)})")
+    out = Path(args.output)
+    if str(out) != "-" and out.suffix != ".txt":
+        return _err(f"{out}: only .txt snapshots for now (SVG and PNG come with the app)")
+    text = render(cur, args.step - 1, args.panel)
+    if str(out) == "-":
+        sys.stdout.write(text)
+    else:
+        out.write_text(text, encoding="utf-8")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="lineage", description="Watch language-model memory work, token by token.")
     p.add_argument("--version", action="version", version=f"lineage {__version__}")
@@ -92,7 +213,23 @@ def main(argv: list[str] | None = None) -> int:
     pm.add_argument("--weight-bytes", type=float, default=2.0, help="bytes per parameter (default 2, bf16)")
     pm.add_argument("--json", action="store_true")
     sub.add_parser("presets", help="list the model presets")
+    sub.add_parser("list", help="the bundled scenarios, one line each")
+    pv = sub.add_parser("validate", help="check scenario (or trace) files: exit 0, or 2 with FILE:LINE:COL: problem")
+    pv.add_argument("files", nargs="+")
+    pr = sub.add_parser("record", help="run a scenario and write its frames to a trace file")
+    pr.add_argument("scenario")
+    pr.add_argument("-o", "--output", required=True)
+    pr.add_argument("--steps", type=int, default=None, help="record only the first N steps")
+    ps = sub.add_parser("snapshot", help="render a step of a scenario or trace to a file")
+    ps.add_argument("source")
+    ps.add_argument("--step", type=int, required=True, help="1-based step, as the app's counter shows")
+    ps.add_argument("--panel", default=None, help="only this panel kind")
+    ps.add_argument("-o", "--output", required=True, help="OUT.txt (or - for stdout)")
+    ps.add_argument("--salvage", action="store_true", help="read the complete frames of a truncated trace")
     args = p.parse_args(argv)
+    handlers = {"list": _list, "validate": _validate, "record": _record, "snapshot": _snapshot}
+    if args.cmd in handlers:
+        return handlers[args.cmd](args)
     if args.cmd == "params":
         return _params(args)
     if args.cmd == "memory":
