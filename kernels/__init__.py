@@ -1,0 +1,39 @@
+"""Triton kernels for the lineage: forward only (no backward), same meaning as ``lineage.ops``.
+
+- ``kda``, ``gated_delta_rule``, ``delta_rule``: chunked forward (chunk 64), any T, K, V <= 256.
+- ``kda_step``: one decoding token, state updated in place, one kernel launch.
+- ``situ_glu``: fused SiTU gated unit, one read of x and one write.
+
+This package imports only torch and triton, and triton only when a kernel is first used, so
+``import kernels; kernels.available()`` is safe everywhere.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+__all__ = ["available", "kda", "gated_delta_rule", "delta_rule", "kda_step", "situ_glu"]
+
+
+def available() -> bool:
+    """True when the kernels can run here: triton importable and either a CUDA device or
+    ``TRITON_INTERPRET=1`` (the CPU interpreter, slow, for tests)."""
+    if importlib.util.find_spec("triton") is None:
+        return False
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return True
+    import torch
+    return torch.cuda.is_available()
+
+
+def __getattr__(name):
+    if name in ("kda", "gated_delta_rule", "delta_rule"):
+        from . import chunk_delta
+        return getattr(chunk_delta, name)
+    if name == "kda_step":
+        from .step import kda_step
+        return kda_step
+    if name == "situ_glu":
+        from .situ import situ_glu
+        return situ_glu
+    raise AttributeError(f"module 'kernels' has no attribute {name!r}")

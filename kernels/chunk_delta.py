@@ -1,0 +1,427 @@
+"""Chunked forward of the delta-rule family: KDA, Gated DeltaNet and DeltaNet, in Triton.
+
+Forward only: there is no backward (the app only ever runs inference).
+
+Same meaning as ``lineage.ops`` (which this package never imports): q, k (B, T, H, K),
+v (B, T, H, V), log decays g <= 0 ((B, T, H, K) for KDA, (B, T, H) for Gated DeltaNet, none
+for DeltaNet), beta (B, T, H), fp32 state S (B, H, K, V) read as ``k @ S``. One step is
+
+    S_t = Diag(e^{g_t}) S_{t-1};   S_t += k_t^T beta_t (v_t - k_t S_t);   o_t = scale q_t S_t.
+
+The sequence is cut into chunks of BT = 64 tokens. Inside a chunk, with G the in-chunk
+cumulative log decay (G_r = g_1 + ... + g_r, G <= 0 and non-increasing) and S0 the state
+entering the chunk, the delta writes u satisfy a unit-lower-triangular system:
+
+    (I + A) u = beta v - beta (k e^G) S0,     A[r, s] = beta_r sum_i k_r[i] k_s[i] e^{G_r[i] - G_s[i]}  (s < r)
+    u = U - W S0,   U = (I + A)^-1 (beta v),   W = (I + A)^-1 (beta k e^G)
+    o_r   = (scale q_r e^{G_r}) S0 + sum_{s <= r} P[r, s] u_s,   P[r, s] = scale sum_i q_r[i] k_s[i] e^{G_r[i] - G_s[i]}
+    S_end = e^{G_C} S0 + sum_s (k_s e^{G_C - G_s})^T u_s            (C = last token of the chunk)
+
+Four kernels, each launched once:
+
+1. ``_chunk_cumsum_kernel``  (chunks, B*H): G = in-chunk cumsum of g, kept in fp32.
+2. ``_chunk_scores_kernel``  (chunks * 4, B*H): A and P, one 16-row block of a chunk per program.
+3. ``_chunk_solve_kernel``   (chunks, B*H): X = (I + A)^-1 by 16 x 16 blocks, then W and U.
+4. ``_chunk_state_kernel``   (V blocks, B*H): walks the chunks in order carrying S in registers,
+   writes o and the final state.
+
+Overflow: decays are only ever exponentiated as differences that are <= 0. Where a product
+e^{G_r - G_s} must become a matmul, it is split at a token n between s and r:
+e^{G_r - G_n} e^{G_n - G_s}, both factors <= 1. Only the 16 x 16 diagonal blocks of A and P
+are computed pair by pair. Arguments are clamped with min(., 0) as well, so padded rows
+(t >= T, loaded as 0) can never produce inf * 0.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+BT = 64      # chunk length (tokens)
+BC = 16      # sub-block of a chunk: the diagonal blocks of A are BC x BC
+NB = BT // BC
+
+GATE_NONE, GATE_HEAD, GATE_CHANNEL = 0, 1, 2
+
+
+# --------------------------------------------------------------------------- kernel 1
+
+@triton.jit(do_not_specialize=["T"])
+def _chunk_cumsum_kernel(g, G, T, H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr):
+    """G[t] = sum of g over the chunk's tokens up to and including t.
+    g, G: (B, T, H, D) with D = K (per channel) or D = 1 (per head, (B, T, H))."""
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    o_t = i_t * BT + tl.arange(0, BT)                                   # (BT,)
+    o_d = tl.arange(0, BD)                                              # (BD,)
+    m = (o_t < T)[:, None] & (o_d < D)[None, :]
+    off = ((i_b.to(tl.int64) * T + o_t[:, None]) * H + i_h) * D + o_d[None, :]   # (BT, BD)
+    b_g = tl.load(g + off, mask=m, other=0.).to(tl.float32)            # (BT, BD)
+    tl.store(G + off, tl.cumsum(b_g, axis=0), mask=m)
+
+
+# --------------------------------------------------------------------------- kernel 2
+
+@triton.jit(do_not_specialize=["T"])
+def _chunk_scores_kernel(q, k, G, beta, A, P, scale, T,
+                         H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
+                         BK: tl.constexpr, GATE: tl.constexpr, PREC: tl.constexpr):
+    """Rows [r0, r0 + BC) of the chunk's decayed score matrices, all BT columns:
+
+        A[r, s] = beta_r sum_i k_r[i] k_s[i] e^{G_r[i] - G_s[i]}       (s < r, else 0)
+        P[r, s] = scale sum_i q_r[i] k_s[i] e^{G_r[i] - G_s[i]}        (s <= r, else 0)
+
+    Per-channel gates: columns s < r0 (earlier blocks) split the decay at n = r0,
+    e^{G_r - G_n} e^{G_n - G_s} (both <= 1), so they are one matmul; the diagonal BC x BC block
+    is summed pair by pair, one column s at a time. Per-head gates: e^{G_r - G_s} is a scalar
+    per (r, s), applied after a plain matmul.
+    A, P: (B, T, H, BT), row t holds the chunk-local columns of token t."""
+    i_c, i_bh = tl.program_id(0), tl.program_id(1)
+    i_t, i_i = i_c // (BT // BC), i_c % (BT // BC)
+    i_b, i_h = (i_bh // H).to(tl.int64), i_bh % H
+    t0 = i_t * BT                                   # first token of the chunk
+    r0 = t0 + i_i * BC                              # first token of this row block
+    o_r = r0 + tl.arange(0, BC)                     # (BC,) row tokens
+    o_s = t0 + tl.arange(0, BT)                     # (BT,) column tokens
+    o_col = tl.arange(0, BT)                        # (BT,) chunk-local column index
+    m_r, m_s = o_r < T, o_s < T
+    row_r = (i_b * T + o_r) * H + i_h               # (BC,) flat (b, t, h) row index
+    row_s = (i_b * T + o_s) * H + i_h               # (BT,)
+
+    b_A = tl.zeros([BC, BT], dtype=tl.float32)
+    b_P = tl.zeros([BC, BT], dtype=tl.float32)
+    for i_k in tl.static_range(0, K, BK):
+        o_k = i_k + tl.arange(0, BK)
+        m_k = o_k < K
+        b_kr = tl.load(k + row_r[:, None] * K + o_k[None, :], mask=m_r[:, None] & m_k[None, :], other=0.).to(tl.float32)  # (BC, BK)
+        b_qr = tl.load(q + row_r[:, None] * K + o_k[None, :], mask=m_r[:, None] & m_k[None, :], other=0.).to(tl.float32) * scale
+        b_ks = tl.load(k + row_s[:, None] * K + o_k[None, :], mask=m_s[:, None] & m_k[None, :], other=0.).to(tl.float32)  # (BT, BK)
+        if GATE == 2:
+            b_gr = tl.load(G + row_r[:, None] * K + o_k[None, :], mask=m_r[:, None] & m_k[None, :], other=0.)   # (BC, BK)
+            b_gs = tl.load(G + row_s[:, None] * K + o_k[None, :], mask=m_s[:, None] & m_k[None, :], other=0.)   # (BT, BK)
+            row_n = (i_b * T + r0) * H + i_h
+            b_gn = tl.load(G + row_n * K + o_k, mask=m_k & (o_k * 0 + r0 < T), other=0.)                                 # (BK,) G at n = r0
+            # earlier blocks: e^{G_r - G_n} (rows r >= n) times e^{G_n - G_s} (columns s < n)
+            b_fr = tl.exp(tl.minimum(b_gr - b_gn[None, :], 0.))                                               # (BC, BK) <= 1
+            b_fs = tl.where((o_s < r0)[:, None], tl.exp(tl.minimum(b_gn[None, :] - b_gs, 0.)), 0.)             # (BT, BK) <= 1
+            b_kc = tl.trans(b_ks * b_fs)                                                                       # (BK, BT)
+            b_A += tl.dot(b_kr * b_fr, b_kc, input_precision=PREC)
+            b_P += tl.dot(b_qr * b_fr, b_kc, input_precision=PREC)
+            # the diagonal block, one column token s = r0 + j at a time: e^{G_r - G_s}, r >= s
+            for j in range(0, BC):
+                m_j = m_k & (o_k * 0 + r0 + j < T)                                                  # (BK,)
+                row_j = (i_b * T + r0 + j) * H + i_h
+                b_kj = tl.load(k + row_j * K + o_k, mask=m_j, other=0.).to(tl.float32)                    # (BK,)
+                b_gj = tl.load(G + row_j * K + o_k, mask=m_j, other=0.)                                   # (BK,)
+                b_e = b_kj[None, :] * tl.exp(tl.minimum(b_gr - b_gj[None, :], 0.))                               # (BC, BK)
+                m_c = (o_col == i_i * BC + j)[None, :]                                                          # (1, BT)
+                b_A = tl.where(m_c, b_A + tl.sum(b_kr * b_e, 1)[:, None], b_A)
+                b_P = tl.where(m_c, b_P + tl.sum(b_qr * b_e, 1)[:, None], b_P)
+        else:
+            b_A += tl.dot(b_kr, tl.trans(b_ks), input_precision=PREC)
+            b_P += tl.dot(b_qr, tl.trans(b_ks), input_precision=PREC)
+    if GATE == 1:
+        b_gr = tl.load(G + row_r, mask=m_r, other=0.)                                                           # (BC,)
+        b_gs = tl.load(G + row_s, mask=m_s, other=0.)                                                           # (BT,)
+        b_d = tl.exp(tl.minimum(b_gr[:, None] - b_gs[None, :], 0.))                                             # (BC, BT)
+        b_A *= b_d
+        b_P *= b_d
+    o_ri = i_i * BC + tl.arange(0, BC)                                                                          # chunk-local rows
+    b_beta = tl.load(beta + row_r, mask=m_r, other=0.).to(tl.float32)
+    b_A = tl.where(o_ri[:, None] > o_col[None, :], b_A * b_beta[:, None], 0.)
+    b_P = tl.where(o_ri[:, None] >= o_col[None, :], b_P, 0.)
+    p_out = row_r[:, None] * BT + o_col[None, :]
+    tl.store(A + p_out, b_A.to(A.dtype.element_ty), mask=m_r[:, None])
+    tl.store(P + p_out, b_P.to(P.dtype.element_ty), mask=m_r[:, None])
+
+
+# --------------------------------------------------------------------------- kernel 3
+
+@triton.jit
+def _load_block(A, i_b, i_h, T, t0, I: tl.constexpr, J: tl.constexpr,
+                H: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr):
+    """Block (I, J) of the chunk's A: rows t0 + I*BC + a, columns J*BC + b. (BC, BC)"""
+    o_a = tl.arange(0, BC)
+    o_t = t0 + I * BC + o_a
+    rows = (i_b * T + o_t) * H + i_h
+    return tl.load(A + rows[:, None] * BT + J * BC + o_a[None, :], mask=(o_t < T)[:, None], other=0.)
+
+
+@triton.jit
+def _load_rhs(x, G, beta, i_b, i_h, T, t0, I: tl.constexpr, i_x, X: tl.constexpr,
+              H: tl.constexpr, BC: tl.constexpr, BX: tl.constexpr, GATE: tl.constexpr, DECAY: tl.constexpr):
+    """Rows of block I of beta x (DECAY: beta x e^G, x = k). (BC, BX)"""
+    o_a = tl.arange(0, BC)
+    o_t = t0 + I * BC + o_a
+    o_x = i_x + tl.arange(0, BX)
+    m = (o_t < T)[:, None] & (o_x < X)[None, :]
+    rows = (i_b * T + o_t) * H + i_h
+    b_x = tl.load(x + rows[:, None] * X + o_x[None, :], mask=m, other=0.).to(tl.float32)
+    b_x *= tl.load(beta + rows, mask=o_t < T, other=0.).to(tl.float32)[:, None]
+    if DECAY:
+        if GATE == 2:
+            b_x *= tl.exp(tl.minimum(tl.load(G + rows[:, None] * X + o_x[None, :], mask=m, other=0.), 0.))
+        elif GATE == 1:
+            b_x *= tl.exp(tl.minimum(tl.load(G + rows, mask=o_t < T, other=0.), 0.))[:, None]
+    return b_x
+
+
+@triton.jit
+def _store_rows(y, b_y, i_b, i_h, T, t0, I: tl.constexpr, i_x, X: tl.constexpr,
+                H: tl.constexpr, BC: tl.constexpr, BX: tl.constexpr):
+    o_t = t0 + I * BC + tl.arange(0, BC)
+    o_x = i_x + tl.arange(0, BX)
+    rows = (i_b * T + o_t) * H + i_h
+    tl.store(y + rows[:, None] * X + o_x[None, :], b_y.to(y.dtype.element_ty),
+             mask=(o_t < T)[:, None] & (o_x < X)[None, :])
+
+
+@triton.jit
+def _apply_inverse(x, y, G, beta, i_b, i_h, T, t0,
+                   b_X00, b_X10, b_X11, b_X20, b_X21, b_X22, b_X30, b_X31, b_X32, b_X33,
+                   X: tl.constexpr, H: tl.constexpr, BC: tl.constexpr, BX: tl.constexpr,
+                   GATE: tl.constexpr, DECAY: tl.constexpr, PREC: tl.constexpr):
+    """y = (I + A)^-1 (beta x [e^G]) block row by block row: y_I = sum_{J <= I} X_IJ rhs_J."""
+    for i_x in tl.static_range(0, X, BX):
+        b_r0 = _load_rhs(x, G, beta, i_b, i_h, T, t0, 0, i_x, X, H, BC, BX, GATE, DECAY)   # (BC, BX)
+        b_r1 = _load_rhs(x, G, beta, i_b, i_h, T, t0, 1, i_x, X, H, BC, BX, GATE, DECAY)
+        b_r2 = _load_rhs(x, G, beta, i_b, i_h, T, t0, 2, i_x, X, H, BC, BX, GATE, DECAY)
+        b_r3 = _load_rhs(x, G, beta, i_b, i_h, T, t0, 3, i_x, X, H, BC, BX, GATE, DECAY)
+        b_y0 = tl.dot(b_X00, b_r0, input_precision=PREC)
+        b_y1 = tl.dot(b_X10, b_r0, input_precision=PREC) + tl.dot(b_X11, b_r1, input_precision=PREC)
+        b_y2 = (tl.dot(b_X20, b_r0, input_precision=PREC) + tl.dot(b_X21, b_r1, input_precision=PREC)
+                + tl.dot(b_X22, b_r2, input_precision=PREC))
+        b_y3 = (tl.dot(b_X30, b_r0, input_precision=PREC) + tl.dot(b_X31, b_r1, input_precision=PREC)
+                + tl.dot(b_X32, b_r2, input_precision=PREC) + tl.dot(b_X33, b_r3, input_precision=PREC))
+        _store_rows(y, b_y0, i_b, i_h, T, t0, 0, i_x, X, H, BC, BX)
+        _store_rows(y, b_y1, i_b, i_h, T, t0, 1, i_x, X, H, BC, BX)
+        _store_rows(y, b_y2, i_b, i_h, T, t0, 2, i_x, X, H, BC, BX)
+        _store_rows(y, b_y3, i_b, i_h, T, t0, 3, i_x, X, H, BC, BX)
+
+
+@triton.jit(do_not_specialize=["T"])
+def _chunk_solve_kernel(k, v, G, beta, A, W, U, T,
+                        H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                        BC: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+                        GATE: tl.constexpr, PREC: tl.constexpr):
+    """X = (I + A)^-1 for one chunk, then W = X (beta k e^G) and U = X (beta v).
+
+    A is strictly lower triangular; with 16 x 16 blocks A_IJ and X_IJ:
+      diagonal:  X_II = (I + A_II)^-1 by forward substitution on all four blocks at once
+                 (row a of X_II - I is  -A_II[a] - A_II[a] (X_II - I), rows < a already final);
+      below:     X_IJ = -X_II sum_{J <= M < I} A_IM X_MJ   (I > J).
+    W: (B, T, H, K), U: (B, T, H, V)."""
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = (i_bh // H).to(tl.int64), i_bh % H
+    t0 = i_t * BT
+    # the four diagonal blocks as one tile: D[I, a, b] = A[t0 + I*BC + a, I*BC + b]   (4, BC, BC)
+    o_I = tl.arange(0, 4)[:, None, None]
+    o_a = tl.arange(0, BC)[None, :, None]
+    o_b = tl.arange(0, BC)[None, None, :]
+    o_t = t0 + o_I * BC + o_a                                                       # (4, BC, 1)
+    rows = (i_b * T + o_t) * H + i_h
+    b_Y = -tl.load(A + rows * BT + o_I * BC + o_b, mask=o_t < T, other=0.)          # (4, BC, BC)
+    for a in range(1, BC):
+        b_row = tl.sum(tl.where(o_a == a, b_Y, 0.), 1)                              # (4, BC): -A_II[a]
+        b_row += tl.sum(b_row[:, :, None] * b_Y, 1)                                 # + (-A_II[a]) (X_II - I)
+        b_Y = tl.where(o_a == a, b_row[:, None, :], b_Y)
+    b_X = b_Y + (o_a == o_b).to(tl.float32)                                         # (4, BC, BC)
+    b_X00 = tl.sum(tl.where(o_I == 0, b_X, 0.), 0)                                  # (BC, BC)
+    b_X11 = tl.sum(tl.where(o_I == 1, b_X, 0.), 0)
+    b_X22 = tl.sum(tl.where(o_I == 2, b_X, 0.), 0)
+    b_X33 = tl.sum(tl.where(o_I == 3, b_X, 0.), 0)
+
+    b_A10 = _load_block(A, i_b, i_h, T, t0, 1, 0, H, BT, BC)
+    b_A20 = _load_block(A, i_b, i_h, T, t0, 2, 0, H, BT, BC)
+    b_A21 = _load_block(A, i_b, i_h, T, t0, 2, 1, H, BT, BC)
+    b_A30 = _load_block(A, i_b, i_h, T, t0, 3, 0, H, BT, BC)
+    b_A31 = _load_block(A, i_b, i_h, T, t0, 3, 1, H, BT, BC)
+    b_A32 = _load_block(A, i_b, i_h, T, t0, 3, 2, H, BT, BC)
+    b_X10 = -tl.dot(b_X11, tl.dot(b_A10, b_X00, input_precision=PREC), input_precision=PREC)
+    b_X21 = -tl.dot(b_X22, tl.dot(b_A21, b_X11, input_precision=PREC), input_precision=PREC)
+    b_X20 = -tl.dot(b_X22, tl.dot(b_A20, b_X00, input_precision=PREC)
+                    + tl.dot(b_A21, b_X10, input_precision=PREC), input_precision=PREC)
+    b_X32 = -tl.dot(b_X33, tl.dot(b_A32, b_X22, input_precision=PREC), input_precision=PREC)
+    b_X31 = -tl.dot(b_X33, tl.dot(b_A31, b_X11, input_precision=PREC)
+                    + tl.dot(b_A32, b_X21, input_precision=PREC), input_precision=PREC)
+    b_X30 = -tl.dot(b_X33, tl.dot(b_A30, b_X00, input_precision=PREC)
+                    + tl.dot(b_A31, b_X10, input_precision=PREC)
+                    + tl.dot(b_A32, b_X20, input_precision=PREC), input_precision=PREC)
+
+    _apply_inverse(k, W, G, beta, i_b, i_h, T, t0,
+                   b_X00, b_X10, b_X11, b_X20, b_X21, b_X22, b_X30, b_X31, b_X32, b_X33,
+                   K, H, BC, BK, GATE, True, PREC)
+    _apply_inverse(v, U, G, beta, i_b, i_h, T, t0,
+                   b_X00, b_X10, b_X11, b_X20, b_X21, b_X22, b_X30, b_X31, b_X32, b_X33,
+                   V, H, BC, BV, GATE, False, PREC)
+
+
+# --------------------------------------------------------------------------- kernel 4
+
+@triton.jit(do_not_specialize=["T"])
+def _chunk_state_kernel(q, k, G, W, U, P, S0, S, o, scale, T,
+                        H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                        BK: tl.constexpr, BV: tl.constexpr, GATE: tl.constexpr,
+                        HAS_INIT: tl.constexpr, PREC: tl.constexpr):
+    """The only sequential part: for each chunk in order, with S (BK, BV) in registers,
+
+        u     = U - W S                                   (BT, BV)
+        o     = (scale q e^G) S + P u                     (BT, BV)
+        S_new = e^{G_C} S + (k e^{G_C - G})^T u           (BK, BV)
+
+    S0, S: (B, H, K, V) fp32; o: (B, T, H, V)."""
+    i_v, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = (i_bh // H).to(tl.int64), i_bh % H
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    o_c = tl.arange(0, BT)
+    m_k, m_v = o_k < K, o_v < V
+    p_S = (i_bh.to(tl.int64) * K + o_k[:, None]) * V + o_v[None, :]               # (BK, BV)
+    m_S = m_k[:, None] & m_v[None, :]
+    if HAS_INIT:
+        b_S = tl.load(S0 + p_S, mask=m_S, other=0.).to(tl.float32)
+    else:
+        b_S = tl.zeros([BK, BV], dtype=tl.float32)
+    for i_t in range(0, tl.cdiv(T, BT)):
+        o_t = i_t * BT + o_c
+        m_t = o_t < T
+        rows = (i_b * T + o_t) * H + i_h                                             # (BT,)
+        row_l = (i_b * T + tl.minimum(i_t * BT + BT, T) - 1) * H + i_h              # last token of the chunk
+        m_tk = m_t[:, None] & m_k[None, :]
+        m_tv = m_t[:, None] & m_v[None, :]
+        b_w = tl.load(W + rows[:, None] * K + o_k[None, :], mask=m_tk, other=0.).to(tl.float32)   # (BT, BK)
+        b_u = tl.load(U + rows[:, None] * V + o_v[None, :], mask=m_tv, other=0.).to(tl.float32)   # (BT, BV)
+        b_p = tl.load(P + rows[:, None] * BT + o_c[None, :], mask=m_t[:, None], other=0.).to(tl.float32)  # (BT, BT)
+        b_q = tl.load(q + rows[:, None] * K + o_k[None, :], mask=m_tk, other=0.).to(tl.float32) * scale
+        b_k = tl.load(k + rows[:, None] * K + o_k[None, :], mask=m_tk, other=0.).to(tl.float32)
+        if GATE == 2:
+            b_g = tl.load(G + rows[:, None] * K + o_k[None, :], mask=m_tk, other=0.)          # (BT, BK)
+            b_gl = tl.load(G + row_l * K + o_k, mask=m_k, other=0.)                            # (BK,)
+            b_q *= tl.exp(tl.minimum(b_g, 0.))
+            b_k *= tl.exp(tl.minimum(b_gl[None, :] - b_g, 0.))
+        elif GATE == 1:
+            b_g = tl.load(G + rows, mask=m_t, other=0.)                                        # (BT,)
+            b_gl = tl.load(G + row_l)                                                          # scalar
+            b_q *= tl.exp(tl.minimum(b_g, 0.))[:, None]
+            b_k *= tl.exp(tl.minimum(b_gl - b_g, 0.))[:, None]
+        b_v = b_u - tl.dot(b_w, b_S, input_precision=PREC)                                   # (BT, BV)
+        b_o = tl.dot(b_q, b_S, input_precision=PREC) + tl.dot(b_p, b_v, input_precision=PREC)
+        tl.store(o + rows[:, None] * V + o_v[None, :], b_o.to(o.dtype.element_ty), mask=m_tv)
+        if GATE == 2:
+            b_S *= tl.exp(tl.minimum(b_gl, 0.))[:, None]
+        elif GATE == 1:
+            b_S *= tl.exp(tl.minimum(b_gl, 0.))
+        b_S += tl.dot(tl.trans(b_k), b_v, input_precision=PREC)
+    tl.store(S + p_S, b_S, mask=m_S)
+
+
+# --------------------------------------------------------------------------- launcher
+
+_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _pow2(n: int, lo: int = 16) -> int:
+    return max(lo, triton.next_power_of_2(n))
+
+
+def _state_config(K: int, V: int) -> tuple[int, int, int]:
+    """(BV, num_warps, num_stages) of the sequential kernel: S is (BK, BV) fp32 in registers."""
+    BK = _pow2(K)
+    BV = min(_pow2(V), 64 if BK <= 128 else 32)
+    return BV, (4 if BK * BV <= 4096 else 8), 2
+
+
+def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, name: str,
+                 inter_dtype=None, state_config=None):
+    if q.dim() != 4 or k.shape != q.shape:
+        raise ValueError(f"{name}: q and k must both be (B, T, H, K); got {tuple(q.shape)} and {tuple(k.shape)}")
+    if v.dim() != 4 or v.shape[:3] != q.shape[:3]:
+        raise ValueError(f"{name}: v must be (B, T, H, V) matching q's (B, T, H); got {tuple(v.shape)}")
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    if beta.shape != (B, T, H):
+        raise ValueError(f"{name}: beta must be (B, T, H) = {(B, T, H)}; got {tuple(beta.shape)}")
+    if gate != GATE_NONE:
+        want = (B, T, H, K) if gate == GATE_CHANNEL else (B, T, H)
+        if g.shape != want:
+            raise ValueError(f"{name}: g must be {want}; got {tuple(g.shape)}")
+    if q.dtype not in _DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise ValueError(f"{name}: q, k, v must share one dtype of float32, bfloat16, float16; "
+                         f"got {q.dtype}, {k.dtype}, {v.dtype}")
+    if not (1 <= K <= 256 and 1 <= V <= 256):
+        raise ValueError(f"{name}: K and V must be in 1..256; got K={K}, V={V}")
+    if chunk_size is not None and int(chunk_size) != BT:
+        raise ValueError(f"{name}: the kernel's chunk size is {BT}; got chunk_size={chunk_size}")
+    if initial_state is not None and initial_state.shape != (B, H, K, V):
+        raise ValueError(f"{name}: initial_state must be (B, H, K, V) = {(B, H, K, V)}; "
+                         f"got {tuple(initial_state.shape)}")
+    tensors = (q, k, v, beta) + ((g,) if gate != GATE_NONE else ()) + \
+        ((initial_state,) if initial_state is not None else ())
+    if any(x.device != q.device for x in tensors):
+        raise ValueError(f"{name}: all inputs must be on one device")
+    scale = K ** -0.5 if scale is None else float(scale)
+    dev = q.device
+    S = torch.empty(B, H, K, V, device=dev, dtype=torch.float32)
+    if T == 0:
+        if initial_state is not None:
+            S.copy_(initial_state)
+        else:
+            S.zero_()
+        return q.new_empty(B, 0, H, V), S
+
+    q, k, v, beta = q.contiguous(), k.contiguous(), v.contiguous(), beta.contiguous()
+    S0 = initial_state.to(torch.float32).contiguous() if initial_state is not None else S
+    inter = torch.float32 if inter_dtype is None else inter_dtype
+    prec = "ieee" if q.dtype == torch.float32 else "tf32"
+    NT = triton.cdiv(T, BT)
+    BK = min(_pow2(K), 64)
+
+    if gate != GATE_NONE:
+        g = g.contiguous()
+        D = K if gate == GATE_CHANNEL else 1
+        G = torch.empty(g.shape, device=dev, dtype=torch.float32)
+        _chunk_cumsum_kernel[(NT, B * H)](g, G, T, H=H, D=D, BT=BT, BD=_pow2(D, 1),
+                                          num_warps=4 if D <= 64 else 8)
+    else:
+        G = q  # never read
+
+    A = torch.empty(B, T, H, BT, device=dev, dtype=torch.float32)
+    P = torch.empty(B, T, H, BT, device=dev, dtype=inter)
+    _chunk_scores_kernel[(NT * NB, B * H)](q, k, G, beta, A, P, scale, T, H=H, K=K, BT=BT, BC=BC,
+                                           BK=BK, GATE=gate, PREC=prec, num_warps=4)
+
+    W = torch.empty(B, T, H, K, device=dev, dtype=inter)
+    U = torch.empty(B, T, H, V, device=dev, dtype=inter)
+    _chunk_solve_kernel[(NT, B * H)](k, v, G, beta, A, W, U, T, H=H, K=K, V=V, BT=BT, BC=BC,
+                                     BK=BK, BV=min(_pow2(V), 64), GATE=gate, PREC=prec, num_warps=4)
+
+    o = torch.empty(B, T, H, V, device=dev, dtype=q.dtype)
+    BV, warps, stages = state_config or _state_config(K, V)
+    _chunk_state_kernel[(triton.cdiv(V, BV), B * H)](
+        q, k, G, W, U, P, S0, S, o, scale, T, H=H, K=K, V=V, BT=BT, BK=_pow2(K), BV=BV, GATE=gate,
+        HAS_INIT=initial_state is not None, PREC=prec, num_warps=warps, num_stages=stages)
+    return o, S
+
+
+def kda(q, k, v, g, beta, *, scale=None, initial_state=None, chunk_size=64):
+    """Kimi Delta Attention, chunked forward (no backward).
+
+    q, k (B, T, H, K); v (B, T, H, V); g (B, T, H, K) log decays <= 0, one per key channel;
+    beta (B, T, H); initial_state (B, H, K, V) or None. bf16 / fp16 / fp32 inputs, fp32
+    accumulation. Any T; K, V <= 256; chunk_size must be 64 (None is taken as 64: the same
+    result as the token recurrence up to rounding). Returns o (B, T, H, V) in q's dtype and
+    the final state S (B, H, K, V) in fp32.
+    """
+    return _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, GATE_CHANNEL, "kda")
+
+
+def gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, chunk_size=64):
+    """Gated DeltaNet, chunked forward (no backward): as `kda` with one log decay per head,
+    g (B, T, H). Returns o (B, T, H, V) in q's dtype and S (B, H, K, V) in fp32."""
+    return _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, GATE_HEAD, "gated_delta_rule")
+
+
+def delta_rule(q, k, v, beta, *, scale=None, initial_state=None, chunk_size=64):
+    """DeltaNet, chunked forward (no backward): as `kda` with no decay.
+    Returns o (B, T, H, V) in q's dtype and S (B, H, K, V) in fp32."""
+    return _chunk_delta(q, k, v, None, beta, scale, initial_state, chunk_size, GATE_NONE, "delta_rule")

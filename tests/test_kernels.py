@@ -1,0 +1,156 @@
+"""The Triton kernels against the lineage.ops references, on the CPU under TRITON_INTERPRET=1.
+
+Sizes are awkward on purpose (T = 63 and 130 leave a masked tail chunk, K = 32 / 64,
+V = 48 is no power of two), gates sit at their extremes (g = 0 and g = -5 for every token,
+beta 0 and 1), and every comparison is in fp32 against a float64 reference with a relative
+error bound of 1e-4: a wrong decay, a dropped token or a missing initial state fails.
+"""
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"     # before triton is imported anywhere
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytest.importorskip("triton", reason="triton is not installed: the kernels cannot run")
+
+import kernels                      # noqa: E402
+from lineage import ops             # noqa: E402
+
+RTOL = 1e-4
+B, H, V = 1, 2, 48
+
+
+def close(a, b, rtol=RTOL):
+    """||a - b|| <= rtol ||b|| (float64), with a floor for references that decayed to ~0."""
+    a, b = a.double(), b.double()
+    err, ref = (a - b).norm().item(), b.norm().item()
+    assert torch.isfinite(a).all(), "non-finite values"
+    assert err <= rtol * ref + 1e-6 * b.numel() ** 0.5, f"relative error {err / max(ref, 1e-300):.3e}"
+
+
+def make(T, K, g_mode="random", beta_mode="random", per_channel=True, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, T, H, K, generator=gen)
+    k = F.normalize(torch.randn(B, T, H, K, generator=gen), dim=-1)
+    v = torch.randn(B, T, H, V, generator=gen)
+    beta = {"random": torch.rand(B, T, H, generator=gen), "zero": torch.zeros(B, T, H),
+            "one": torch.ones(B, T, H)}[beta_mode]
+    shape = (B, T, H, K) if per_channel else (B, T, H)
+    g = {"random": -5 * torch.rand(*shape, generator=gen), "zero": torch.zeros(shape),
+         "min": torch.full(shape, -5.0)}[g_mode]
+    S0 = torch.randn(B, H, K, V, generator=gen)
+    return q, k, v, g, beta, S0
+
+
+def d(*xs):
+    return [x.double() for x in xs]
+
+
+# ------------------------------------------------------------------------ chunked forms
+
+@pytest.mark.parametrize("T,K", [(63, 32), (130, 64)])
+@pytest.mark.parametrize("op", ["kda", "gated_delta_rule", "delta_rule"])
+def test_chunked_matches_reference(op, T, K):
+    q, k, v, g, beta, S0 = make(T, K, per_channel=(op == "kda"), seed=T + K)
+    gates = () if op == "delta_rule" else (g,)
+    o, S = getattr(kernels, op)(q, k, v, *gates, beta, initial_state=S0)
+    o_ref, S_ref = getattr(ops, op)(*d(q, k, v, *gates, beta), initial_state=S0.double())
+    assert o.dtype == torch.float32 and S.dtype == torch.float32
+    assert o.shape == (B, T, H, V) and S.shape == (B, H, K, V)
+    close(o, o_ref)
+    close(S, S_ref)
+
+
+@pytest.mark.parametrize("g_mode,beta_mode", [("zero", "one"), ("zero", "zero"), ("min", "one"), ("min", "zero")])
+@pytest.mark.parametrize("per_channel", [True, False], ids=["kda", "gdn"])
+def test_chunked_gate_extremes(per_channel, g_mode, beta_mode):
+    q, k, v, g, beta, S0 = make(130, 32, g_mode, beta_mode, per_channel, seed=7)
+    fn, ref = (kernels.kda, ops.kda) if per_channel else (kernels.gated_delta_rule, ops.gated_delta_rule)
+    o, S = fn(q, k, v, g, beta, initial_state=S0)
+    o_ref, S_ref = ref(*d(q, k, v, g, beta), initial_state=S0.double())
+    close(o, o_ref)
+    close(S, S_ref)
+
+
+def test_chunked_without_initial_state_and_custom_scale():
+    q, k, v, g, beta, _ = make(63, 64, seed=3)
+    o, S = kernels.kda(q, k, v, g, beta, scale=0.3)
+    o_ref, S_ref = ops.kda(*d(q, k, v, g, beta), scale=0.3)
+    close(o, o_ref)
+    close(S, S_ref)
+
+
+def test_chunked_half_precision_inputs():
+    q, k, v, g, beta, S0 = make(70, 32, seed=5)
+    o, S = kernels.kda(*(x.bfloat16() for x in (q, k, v, g, beta)), initial_state=S0)
+    o_ref, S_ref = ops.kda(*d(*(x.bfloat16() for x in (q, k, v, g, beta))), initial_state=S0.double())
+    assert o.dtype == torch.bfloat16 and S.dtype == torch.float32
+    close(o, o_ref, rtol=1e-2)          # bf16 output rounding alone is ~3e-3
+    close(S, S_ref)
+
+
+def test_chunked_rejects_bad_input():
+    q, k, v, g, beta, S0 = make(8, 32)
+    with pytest.raises(ValueError, match="g must be"):
+        kernels.kda(q, k, v, g[..., 0], beta)
+    with pytest.raises(ValueError, match="beta"):
+        kernels.kda(q, k, v, g, beta[..., None])
+    with pytest.raises(ValueError, match="chunk"):
+        kernels.kda(q, k, v, g, beta, chunk_size=32)
+    with pytest.raises(ValueError, match="dtype"):
+        kernels.delta_rule(q.double(), k.double(), v.double(), beta)
+
+
+# --------------------------------------------------------------------------------- step
+
+@pytest.mark.parametrize("gate", ["channel", "head", "none"])
+def test_step_equals_recurrence_in_place(gate):
+    T, K = 4, 32
+    q, k, v, g, beta, S0 = make(T, K, per_channel=(gate == "channel"), seed=11)
+    ref = {"channel": ops.kda, "head": ops.gated_delta_rule, "none": ops.delta_rule}[gate]
+    gates = () if gate == "none" else (g,)
+    o_ref, S_ref = ref(*d(q, k, v, *gates, beta), initial_state=S0.double())
+    state = S0.clone()
+    ptr = state.data_ptr()
+    for t in range(T):
+        o = kernels.kda_step(q[:, t].contiguous(), k[:, t].contiguous(), v[:, t].contiguous(),
+                             None if gate == "none" else g[:, t].contiguous(), beta[:, t].contiguous(), state)
+        assert o.shape == (B, H, V)
+        close(o, o_ref[:, t])
+    assert state.data_ptr() == ptr
+    close(state, S_ref)
+
+
+def test_step_rejects_bad_state():
+    q, k, v, g, beta, S0 = make(1, 32)
+    with pytest.raises(ValueError, match="state"):
+        kernels.kda_step(q[:, 0], k[:, 0], v[:, 0], g[:, 0], beta[:, 0], S0.double())
+    with pytest.raises(ValueError, match="g must be"):
+        kernels.kda_step(q[:, 0], k[:, 0], v[:, 0], g[:, 0, :, :3].contiguous(), beta[:, 0], S0)
+
+
+# --------------------------------------------------------------------------------- SiTU
+
+@pytest.mark.parametrize("linear_beta", [None, 25.0, 2.0])
+def test_situ_glu_matches_reference(linear_beta):
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(3, 5, 2 * 100, generator=gen) * 10          # F = 100: a masked tail
+    y = kernels.situ_glu(x, 4.0, linear_beta)
+    assert y.shape == (3, 5, 100) and y.dtype == x.dtype
+    close(y, ops.situ_glu(x.double(), 4.0, linear_beta))
+
+
+def test_situ_glu_extremes_and_small_values():
+    big = torch.linspace(-300, 300, 1001)                       # sigmoid and tanh saturate: no inf / nan
+    small = torch.linspace(-1e-3, 1e-3, 1001)                   # 1 - e^{-2|z|} would cancel here
+    for gate in (big, small):
+        x = torch.cat([gate, torch.ones_like(gate)])[None]      # gate | up = 1
+        close(kernels.situ_glu(x), ops.situ_glu(x.double()))
+    with pytest.raises(ValueError, match="even"):
+        kernels.situ_glu(torch.randn(4, 7))
+
+
+def test_available_under_interpreter():
+    assert kernels.available()
