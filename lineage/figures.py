@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import math
 
-import torch
-
-from . import ops
 from .memory import batch_per_card, chunk_flops, kv_bytes_per_token
 
 
-def two_unit_keys(cosine: float, dim: int = 2, dtype=torch.float64) -> torch.Tensor:
+def two_unit_keys(cosine: float, dim: int = 2, dtype=None):
     """Two unit keys at the given cosine: k1 = e1, k2 = c e1 + sqrt(1 - c^2) e2. Shape (2, dim)."""
-    k = torch.zeros(2, dim, dtype=dtype)
+    import torch   # here, not at the top: the arithmetic figures must load without torch
+    k = torch.zeros(2, dim, dtype=dtype or torch.float64)
     k[0, 0] = 1.0
     k[1, 0], k[1, 1] = cosine, math.sqrt(max(0.0, 1.0 - cosine ** 2))
     return k
@@ -26,6 +24,8 @@ def two_facts(cosine: float = 0.7, beta: float = 1.0, values=(1.0, 1.0)) -> dict
     Additive (linear attention, no normaliser): both reads are v + c v'. Delta rule: the newest
     fact reads back exactly (beta = 1); the older one keeps an error of c (1 - c) for unit values.
     """
+    import torch
+    from . import ops
     k = two_unit_keys(cosine).view(1, 2, 1, 2)                    # (B, T, H, K)
     v = torch.tensor(values, dtype=torch.float64).view(1, 2, 1, 1)
     ones = torch.ones(1, 2, 1, dtype=torch.float64)

@@ -39,6 +39,7 @@ class MemorySpec(Strict):
     key_dim: int = Field(2, ge=1, le=256)
     value_dim: int = Field(1, ge=1, le=256)
     channel_decay: list[float] | None = None    # kda: a log decay per key channel applied every step (<= 0)
+    key_overlap: float = Field(0.0, ge=0.0, lt=1.0)   # generated keys share this cosine with each other
 
 
 class ModelSpec(Strict):

@@ -33,7 +33,8 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.path}: " if self.path else ""
-        return f"{self.file}:{self.line}:{self.col}: {where}{self.message}"
+        # one line per problem, whatever the message quoted
+        return f"{self.file}:{self.line}:{self.col}: {where}{self.message}".replace("\r", " ").replace("\n", " ")
 
 
 class ScenarioError(Exception):
@@ -106,6 +107,11 @@ def load_text(text: str | bytes, file: str = "<string>") -> Located:
         mark = e.problem_mark or e.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         raise _fail(file, line, col, f"YAML syntax: {e.problem or e.context}")
+    except yaml.reader.ReaderError as e:
+        before = text[: e.position]
+        line, col = before.count("\n") + 1, e.position - (before.rfind("\n") + 1) + 1
+        raise _fail(file, line, col, f"character #x{ord(e.character) if isinstance(e.character, str) else e.character:04x} "
+                    "is not allowed in YAML (control characters and binary data are not text)")
     except yaml.YAMLError as e:
         raise _fail(file, 1, 1, f"YAML: {e}")
     except RecursionError:

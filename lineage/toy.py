@@ -28,7 +28,7 @@ class Memory:
             keys = two_unit_keys(task.overlap, K)                                   # (2, K)
             values = torch.tensor(task.values, dtype=dt)[:, None].expand(2, V).clone()
         else:
-            keys = torch.nn.functional.normalize(torch.randn(seq.n_keys, K, generator=gen, dtype=dt), dim=-1)
+            keys = _keys(seq.n_keys, K, spec.key_overlap, gen)
             if seq.n_values <= V:               # one-hot values: recall errors read as confusions
                 values = torch.eye(V, dtype=dt)[: seq.n_values]
             else:
@@ -75,6 +75,23 @@ class Memory:
         return {"S": self.S.clone(), "dS": dS, "k": k, "v": v, "read": read, "decay": decay,
                 "beta": beta, "out": k @ self.S if ev.kind == "read" else None,
                 "recall_keys": ids, "recall": recall, "target": target}
+
+
+def _keys(n: int, K: int, overlap: float, gen) -> Tensor:
+    """n unit keys whose pairwise cosine is `overlap`: sqrt(c) * shared + sqrt(1 - c) * own,
+    with the shared and own directions orthonormal (exact while n < K; beyond that the own
+    parts are random unit vectors and the cosines only approximate c)."""
+    dt = torch.float64
+    if overlap == 0.0:
+        return torch.nn.functional.normalize(torch.randn(n, K, generator=gen, dtype=dt), dim=-1)
+    basis, _ = torch.linalg.qr(torch.randn(K, K, generator=gen, dtype=dt))   # orthonormal columns
+    shared = basis[:, 0]
+    if n < K:
+        own = basis[:, 1:n + 1].T                                                  # (n, K)
+    else:
+        own = torch.nn.functional.normalize(torch.randn(n, K, generator=gen, dtype=dt), dim=-1)
+    keys = overlap ** 0.5 * shared + (1 - overlap) ** 0.5 * own
+    return torch.nn.functional.normalize(keys, dim=-1)
 
 
 def _table(rows, width: int, name: str) -> Tensor:
