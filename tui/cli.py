@@ -8,8 +8,6 @@ from pathlib import Path
 
 from lineage import __version__
 
-APP_PENDING = ("The terminal app is not built yet (see the issue 'The terminal app'); "
-               "until then `lineage` shows the K3 parameter arithmetic:\n")
 
 
 def _params(args) -> int:
@@ -189,13 +187,41 @@ def _snapshot(args) -> int:
     if args.panel is not None and args.panel not in PANELS:
         return _err(f"--panel {args.panel!r}: unknown panel (one of {', '.join(PANELS)})")
     out = Path(args.output)
-    if str(out) != "-" and out.suffix != ".txt":
-        return _err(f"{out}: only .txt snapshots for now (SVG and PNG come with the app)")
+    if str(out) != "-" and out.suffix not in (".txt", ".svg", ".png"):
+        return _err(f"{out}: the snapshot format comes from the suffix: .txt, .svg or .png")
+    if out.suffix in (".svg", ".png"):
+        from tui.snapshot import render_svg, svg_to_png
+        cur.close()
+        svg = render_svg(_resolve(args.source), args.step - 1, args.panel, tuple(args.size), args.salvage)
+        if out.suffix == ".svg":
+            out.write_text(svg, encoding="utf-8")
+        else:
+            out.write_bytes(svg_to_png(svg))
+        return 0
     text = render(cur, args.step - 1, args.panel)
     if str(out) == "-":
         sys.stdout.write(text)
     else:
         out.write_text(text, encoding="utf-8")
+    return 0
+
+
+def _run(path: str | None, salvage: bool) -> int:
+    if path is not None:
+        path = _resolve(path)
+        if not Path(path).exists():
+            return _err(f"{path}: no such file")
+    from tui.app import run
+    return run(path, salvage=salvage)
+
+
+def _serve(args) -> int:
+    try:
+        from textual_serve.server import Server
+    except ImportError:
+        return _err("lineage serve needs textual-serve: pip install textual-serve")
+    target = f" run {_resolve(args.file)}" if args.file else ""
+    Server(f"{sys.executable} -m tui.cli{target}", host=args.host, port=args.port, title="lineage").serve()
     return 0
 
 
@@ -214,6 +240,13 @@ def main(argv: list[str] | None = None) -> int:
     pm.add_argument("--json", action="store_true")
     sub.add_parser("presets", help="list the model presets")
     sub.add_parser("list", help="the bundled scenarios, one line each")
+    prun = sub.add_parser("run", help="open the app on a scenario or a recorded trace")
+    prun.add_argument("file")
+    prun.add_argument("--salvage", action="store_true", help="open the complete frames of a truncated trace")
+    pserve = sub.add_parser("serve", help="serve the app to a browser on localhost (textual-serve)")
+    pserve.add_argument("file", nargs="?")
+    pserve.add_argument("--host", default="localhost")
+    pserve.add_argument("--port", type=int, default=8000)
     pv = sub.add_parser("validate", help="check scenario (or trace) files: exit 0, or 2 with FILE:LINE:COL: problem")
     pv.add_argument("files", nargs="+")
     pr = sub.add_parser("record", help="run a scenario and write its frames to a trace file")
@@ -226,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     ps.add_argument("--panel", default=None, help="only this panel kind")
     ps.add_argument("-o", "--output", required=True, help="OUT.txt (or - for stdout)")
     ps.add_argument("--salvage", action="store_true", help="read the complete frames of a truncated trace")
+    ps.add_argument("--size", type=int, nargs=2, default=[160, 50], metavar=("W", "H"),
+                    help="terminal size for .svg and .png snapshots (default 160 50)")
     args = p.parse_args(argv)
     handlers = {"list": _list, "validate": _validate, "record": _record, "snapshot": _snapshot}
     if args.cmd in handlers:
@@ -240,8 +275,11 @@ def main(argv: list[str] | None = None) -> int:
             cfg = fn()
             print(f"{name:<20} {'shape only' if cfg.shape_only else 'runnable':<11} {cfg.notes}")
         return 0
-    print(APP_PENDING, file=sys.stderr)
-    return _params(argparse.Namespace(preset="k3", json=False))
+    if args.cmd == "run":
+        return _run(args.file, args.salvage)
+    if args.cmd == "serve":
+        return _serve(args)
+    return _run(None, False)
 
 
 if __name__ == "__main__":

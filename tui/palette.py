@@ -1,0 +1,63 @@
+"""Colour scales that survive a 256-colour terminal, and glyphs for when there is no colour.
+
+Every entry is a colour of the xterm 6x6x6 cube (components 00 5f 87 af d7 ff), so quantising
+truecolor down to 256 colours maps each step to itself and no two steps merge. Zero sits at a
+dark grey: magnitude reads as brightness, sign as hue (blue negative, red/orange positive).
+"""
+from __future__ import annotations
+
+import numpy as np
+from rich.color import Color
+from rich.style import Style
+
+DIVERGING = ["#87d7ff", "#5fafff", "#0087ff", "#005fd7", "#0000af", "#00005f",   # strong .. weak negative
+             "#262626",                                                          # zero
+             "#5f0000", "#870000", "#d70000", "#ff5f00", "#ffaf00", "#ffd75f"]   # weak .. strong positive
+SEQUENTIAL = ["#262626", "#005f5f", "#008787", "#00af87", "#00d787", "#5fff87", "#d7ff87", "#ffffd7"]
+
+# without colour: the same ramps as glyphs (see tui/text_panels.py for the legend)
+POS_GLYPHS = " .+*#@"
+NEG_GLYPHS = " .-=%&"
+
+_DIV_STYLES = [Color.parse(c) for c in DIVERGING]
+_SEQ_STYLES = [Color.parse(c) for c in SEQUENTIAL]
+
+
+def diverging_index(x: np.ndarray, vmax: float) -> np.ndarray:
+    """Map values to 0..12 (6 is zero) with a symmetric scale of +-vmax."""
+    half = len(DIVERGING) // 2
+    if vmax <= 0:
+        return np.full(np.shape(x), half, dtype=np.int64)
+    r = np.clip(np.asarray(x, dtype=np.float64) / vmax, -1.0, 1.0)
+    steps = np.ceil(np.abs(r) * half - 1e-9).astype(np.int64)          # 0 only for |r| tiny
+    steps[np.abs(r) < 0.02] = 0
+    return half + np.sign(r).astype(np.int64) * steps
+
+
+def sequential_index(x: np.ndarray, vmin: float = 0.0, vmax: float = 1.0) -> np.ndarray:
+    n = len(SEQUENTIAL) - 1
+    r = np.clip((np.asarray(x, dtype=np.float64) - vmin) / max(vmax - vmin, 1e-12), 0.0, 1.0)
+    return np.rint(r * n).astype(np.int64)
+
+
+def colour(idx: int, scale: str) -> Color:
+    return (_DIV_STYLES if scale == "diverging" else _SEQ_STYLES)[idx]
+
+
+def half_block(top: int, bottom: int | None, scale: str) -> Style:
+    """Style of a '▀' cell showing two values: the top one in the foreground, the bottom one behind."""
+    fg = colour(top, scale)
+    bg = colour(bottom, scale) if bottom is not None else None
+    return Style(color=fg, bgcolor=bg)
+
+
+def glyph(idx: int, scale: str) -> str:
+    """No-colour stand-in for one value: sign and magnitude as a character."""
+    if scale == "diverging":
+        half = len(DIVERGING) // 2
+        level = abs(idx - half)
+        if level == 0:
+            return "."
+        return (POS_GLYPHS if idx > half else NEG_GLYPHS)[min(5, 1 + (level - 1) * 5 // half)]
+    ramp = " .:-=+*#%@"
+    return ramp[min(9, idx * 9 // (len(SEQUENTIAL) - 1))]

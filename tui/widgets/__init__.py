@@ -1,0 +1,1 @@
+"""Widgets of the lineage app: one class per file."""

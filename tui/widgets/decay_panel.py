@@ -1,0 +1,74 @@
+"""Decay over time: alpha = exp(g) per key channel (KDA) or per head (Gated DeltaNet),
+channels down, recent steps across. Bright rows hold memory; dark rows clear it."""
+from __future__ import annotations
+
+import numpy as np
+from textual.widgets import Static
+
+from .heatmap import Heatmap, colour_bar
+from .panel import Panel
+from .state_panel import layers_with
+
+DECAY_KINDS = ("gdn", "kda", "gated_delta")
+
+
+class DecayPanel(Panel):
+    kind = "decay"
+
+    def compose(self):
+        yield Heatmap()
+        yield Static(id="legend")
+
+    def on_mount(self) -> None:
+        self._cols: dict[tuple, np.ndarray] = {}   # (model, layer, head, step) -> column, so history is read once
+
+    def _layer(self, info) -> int | None:
+        layers = layers_with(info, self.options.get("model", 0), DECAY_KINDS)
+        if not layers:
+            return None
+        if self.options.get("layer") not in layers:
+            self.options["layer"] = layers[0]
+        return self.options["layer"]
+
+    def show(self, cursor, i: int) -> None:
+        info = cursor.info
+        m = self.options.get("model", 0)
+        layer = self._layer(info)
+        if layer is None:
+            self.query_one("#legend", Static).update("no gated layer in this model")
+            return
+        h = self.options.get("head", 0)
+        span = max(8, min(96, self.size.width - 4 if self.size.width else 48))
+        cols = []
+        for j in range(max(0, i - span + 1), i + 1):
+            key = (m, layer, h, j)
+            if key not in self._cols:
+                d = cursor.frame(j).get(m, "decay", layer)
+                self._cols[key] = np.atleast_1d(d[min(h, d.shape[0] - 1)]).astype(np.float64)
+            cols.append(self._cols[key])
+        if len(self._cols) > 8192:
+            self._cols.clear()
+        A = np.stack(cols, axis=1)                                       # (channels, steps)
+        self.query_one(Heatmap).set_data(A, "sequential", vmax=1.0)
+        now = A[:, -1]
+        per = "channel" if A.shape[0] > 1 else "head"
+        self.border_title = f"decay · L{layer} head {h} · alpha per {per} · last {A.shape[1]} steps"
+        legend = colour_bar("sequential", 1.0, no_color=self.app.no_color)
+        legend.append(f"   holding (>0.9): {int((now > 0.9).sum())}/{now.size}   clearing (<0.1): "
+                      f"{int((now < 0.1).sum())}   mean {now.mean():.3f}")
+        self.query_one("#legend", Static).update(legend)
+
+    def pick_layer(self, delta: int) -> bool:
+        layers = layers_with(self.app.cursor.info, self.options.get("model", 0), DECAY_KINDS)
+        if len(layers) < 2:
+            return False
+        j = layers.index(self.options["layer"]) if self.options.get("layer") in layers else 0
+        self.options["layer"] = layers[(j + delta) % len(layers)]
+        return True
+
+    def pick_head(self, delta: int) -> bool:
+        info = self.app.cursor.info
+        model = info["models"][self.options.get("model", 0)]
+        H = model["config"][model["config"]["mixers"][self.options["layer"]]]["n_heads"] if model["kind"] == "lm" else 1
+        self.options["head"] = (self.options.get("head", 0) + delta) % H
+        return True

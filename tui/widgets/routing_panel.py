@@ -1,0 +1,74 @@
+"""MoE routing: experts down, recent steps across (brightness = routing weight), the load
+per expert so far, and the share of the output that came from the shared experts."""
+from __future__ import annotations
+
+import numpy as np
+from rich.text import Text
+from textual.widgets import Static
+
+from .heatmap import Heatmap
+from .panel import Panel
+
+SPARK = " ▁▂▃▄▅▆▇█"
+
+
+class RoutingPanel(Panel):
+    kind = "routing"
+
+    def compose(self):
+        yield Heatmap()
+        yield Static(id="legend")
+
+    def on_mount(self) -> None:
+        self._cols: dict[tuple, np.ndarray] = {}
+
+    def _moe_layers(self, info) -> list[int]:
+        cfg = info["models"][self.options.get("model", 0)]["config"]
+        return [i for i, k in enumerate(cfg["ffns"]) if k == "moe"]
+
+    def show(self, cursor, i: int) -> None:
+        info, f = cursor.info, cursor.frame(i)
+        m = self.options.get("model", 0)
+        layers = self._moe_layers(info)
+        if not layers:
+            self.query_one("#legend", Static).update("no MoE layer in this model")
+            return
+        if self.options.get("layer") not in layers:
+            self.options["layer"] = layers[0]
+        layer = self.options["layer"]
+        moe = info["models"][m]["config"]["moe"]
+        E = moe["n_experts"]
+        span = max(8, min(96, self.size.width - 4 if self.size.width else 48))
+        cols = []
+        for j in range(max(0, i - span + 1), i + 1):
+            key = (m, layer, j)
+            if key not in self._cols:
+                fj = cursor.frame(j)
+                col = np.zeros(E)
+                col[fj.get(m, "experts", layer)] = fj.get(m, "weights", layer)
+                self._cols[key] = col
+            cols.append(self._cols[key])
+        if len(self._cols) > 8192:
+            self._cols.clear()
+        W = np.stack(cols, axis=1)                                        # (experts, steps)
+        self.query_one(Heatmap).set_data(W, "sequential", vmax=max(float(W.max()), 1e-9))
+        load = f.get(m, "load", layer)
+        share = f.layer_meta(m, layer).get("shared_share")
+        self.border_title = (f"routing · L{layer} · {moe['top_k']} of {E} experts"
+                             f" + {moe['n_shared']} shared")
+        t = Text("load  ")
+        if load is not None:
+            top = max(int(load.max()), 1)
+            t.append("".join(SPARK[int(x * 8 // top)] for x in load))
+            t.append(f"  max {top}, idle {int((load == 0).sum())}")
+        now = ", ".join(f"e{int(e)} {float(w):.2f}" for e, w in zip(f.get(m, "experts", layer), f.get(m, "weights", layer)))
+        t.append(f"\nnow: {now}")
+        if share is not None:
+            t.append(f"   shared share {share:.2f}")
+        self.query_one("#legend", Static).update(t)
+
+    def pick_layer(self, delta: int) -> bool:
+        layers = self._moe_layers(self.app.cursor.info)
+        j = layers.index(self.options["layer"]) if self.options.get("layer") in layers else 0
+        self.options["layer"] = layers[(j + delta) % len(layers)]
+        return len(layers) > 1

@@ -1,0 +1,96 @@
+"""The K x V state of one layer and head: S, the last write (delta S) or the read-back error."""
+from __future__ import annotations
+
+import numpy as np
+from textual.widgets import Static
+
+from .heatmap import Heatmap, colour_bar
+from .panel import Panel
+
+STATE_KINDS = ("linear", "deltanet", "gdn", "kda", "delta", "gated_delta")
+QUANTITIES = ("S", "dS", "error")
+
+
+def layers_with(info: dict, model: int, kinds) -> list[int]:
+    m = info["models"][model]
+    if m["kind"] == "memory":
+        return [0]
+    return [i for i, k in enumerate(m["config"]["mixers"]) if k in kinds]
+
+
+class StatePanel(Panel):
+    kind = "state"
+
+    def compose(self):
+        yield Heatmap()
+        yield Static(id="legend")
+
+    def on_mount(self) -> None:
+        self._last = None
+
+    def _layer(self, info) -> int | None:
+        layers = layers_with(info, self.options.get("model", 0), STATE_KINDS)
+        if not layers:
+            return None
+        if self.options.get("layer") not in layers:
+            self.options["layer"] = layers[0]
+        return self.options["layer"]
+
+    def show(self, cursor, i: int) -> None:
+        self._last = (cursor, i)
+        info, f = cursor.info, cursor.frame(i)
+        m = self.options.get("model", 0)
+        layer = self._layer(info)
+        if layer is None:
+            self.query_one("#legend", Static).update("this model has no recurrent state")
+            return
+        S = f.get(m, "S", layer)
+        H = S.shape[0]
+        h = self.options["head"] = min(self.options.get("head", 0), H - 1)
+        S = S[h].astype(np.float64)
+        k, v, read = (f.get(m, n, layer)[h].astype(np.float64) for n in ("k", "v", "read"))
+        kind = f.layer_meta(m, layer)["mixer"]
+        beta = f.get(m, "beta", layer)
+        b = float(beta[h]) if beta is not None and kind != "linear" else 1.0
+        u = v if kind in ("linear",) else b * (v - read)
+        q = self.options.get("quantity", "S")
+        data = {"S": S, "dS": np.outer(k, u), "error": (v - read)[None, :]}[q]
+        hm = self.query_one(Heatmap)
+        hm.set_data(data, "diverging")
+        name = info["models"][m]["name"]
+        what = {"S": "S", "dS": "delta S (last write)", "error": "v - read-back"}[q]
+        self.border_title = f"state · {name} · L{layer} {kind} · head {h}/{H} · {what}"
+        self.border_subtitle = f"[ ] layer  , . head  t quantity  hjkl cursor"
+        self._legend(hm)
+
+    def _legend(self, hm: Heatmap) -> None:
+        r, c = hm.cursor
+        val = hm.value_under_cursor
+        bar = colour_bar("diverging", hm.vmax, no_color=self.app.no_color)
+        if val is not None:
+            bar.append(f"   [{r},{c}] = {val:+.4f}   |norm| {np.linalg.norm(hm.data):.3f}")
+        self.query_one("#legend", Static).update(bar)
+
+    def on_heatmap_cursor_moved(self, event: Heatmap.CursorMoved) -> None:
+        self._legend(event.heatmap)
+
+    def pick_layer(self, delta: int) -> bool:
+        layers = layers_with(self.app.cursor.info, self.options.get("model", 0), STATE_KINDS)
+        if len(layers) < 2:
+            return False
+        j = layers.index(self.options.get("layer", layers[0])) if self.options.get("layer") in layers else 0
+        self.options["layer"] = layers[(j + delta) % len(layers)]
+        return True
+
+    def pick_head(self, delta: int) -> bool:
+        if self._last is None:
+            return False
+        cursor, i = self._last
+        S = cursor.frame(i).get(self.options.get("model", 0), "S", self._layer(cursor.info))
+        self.options["head"] = (self.options.get("head", 0) + delta) % S.shape[0]
+        return True
+
+    def cycle_quantity(self) -> bool:
+        q = self.options.get("quantity", "S")
+        self.options["quantity"] = QUANTITIES[(QUANTITIES.index(q) + 1) % len(QUANTITIES)]
+        return True

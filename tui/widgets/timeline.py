@@ -1,0 +1,51 @@
+"""The step counter and timeline: 'step N / M', a bar to click on, play state and speed."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.style import Style
+from rich.text import Text
+from textual.message import Message
+from textual.widget import Widget
+
+
+class Timeline(Widget):
+    DEFAULT_CSS = "Timeline { height: 1; width: 1fr; }"
+
+    @dataclass
+    class Jump(Message):
+        step: int
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.step, self.total, self.made, self.playing, self.speed = 0, 0, 0, False, "1"
+
+    def set(self, step: int, total: int, made: int, playing: bool, speed: str) -> None:
+        self.step, self.total, self.made, self.playing, self.speed = step, total, made, playing, speed
+        self.refresh()
+
+    def _bar_width(self) -> int:
+        return max(10, self.size.width - len(self._label()) - 2)
+
+    def _label(self) -> str:
+        state = "▶ playing" if self.playing else "❚❚ paused"
+        return f" step {self.step + 1} / {self.total}  {state} {self.speed}/s "
+
+    def render(self) -> Text:
+        label = self._label()
+        w = self._bar_width()
+        t = Text(label, Style(bold=True))
+        if self.total:
+            pos = min(w - 1, self.step * w // max(self.total, 1))
+            made = min(w, self.made * w // max(self.total, 1))
+            for x in range(w):
+                if x == pos:
+                    t.append("●", Style(color="#ffd75f", bold=True))
+                else:
+                    t.append("━" if x < made else "─", Style(color="#5f87af" if x < made else "#444444"))
+        return t
+
+    def on_click(self, event) -> None:
+        x = event.x - len(self._label())
+        if 0 <= x < self._bar_width() and self.total:
+            self.post_message(self.Jump(int(x * self.total / self._bar_width())))
