@@ -92,12 +92,12 @@ class LineageApp(App):
         self._fit_layout()
         self.open(self.path)
 
-    def on_resize(self) -> None:
-        self._fit_layout()
+    def on_resize(self, event) -> None:
+        self._fit_layout(event.size)
 
-    def _fit_layout(self) -> None:
+    def _fit_layout(self, size=None) -> None:
         """Columns by width; below the minimum a notice says what size is needed."""
-        w, h = self.size
+        w, h = size or self.size
         small = w < MIN_W or h < MIN_H
         notice = self.query_one("#toosmall", Static)
         notice.display = small

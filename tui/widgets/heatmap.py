@@ -113,9 +113,10 @@ class Heatmap(Widget, can_focus=True):
         self._build()
 
     def render_line(self, y: int) -> Strip:
+        # pad with the widget's own style: a None style trips Textual's NO_COLOR filter
         if y >= len(self._strips):
-            return Strip.blank(self.size.width)
-        return self._strips[y].crop_extend(0, self.size.width, None)
+            return Strip.blank(self.size.width, self.rich_style)
+        return self._strips[y].crop_extend(0, self.size.width, self.rich_style)
 
     # -- cursor -----------------------------------------------------------------------
     def action_move(self, dr: int, dc: int) -> None:

@@ -1,0 +1,195 @@
+"""The app, driven as a person would: keys, resizes, errors, replay, snapshots."""
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from tui.app import LineageApp
+from tui.cli import main
+from tui.widgets.heatmap import Heatmap
+from tui.widgets.panel import Panel
+from tui.widgets.timeline import Timeline
+
+ROOT = Path(__file__).resolve().parent.parent
+SC = ROOT / "scenarios"
+
+
+async def settle(pilot, app, index=None, timeout=60.0):
+    """Wait until a frame is shown (and, if given, it is frame `index`)."""
+    for _ in range(int(timeout / 0.05)):
+        await pilot.pause(0.05)
+        if app.cursor is not None and app.frames_shown and (index is None or app.index == index):
+            return
+    raise AssertionError(f"no frame (index {app.index}, wanted {index})")
+
+
+def counter(app) -> str:
+    return app.query_one(Timeline)._label()
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_keys_step_and_counter():
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            assert "step 1 / 1000" in counter(app)
+            await pilot.press("n", "n", "right")
+            await settle(pilot, app, 3)
+            assert "step 4 / 1000" in counter(app)
+            await pilot.press("p", "left")
+            await settle(pilot, app, 1)
+            await pilot.press("home")
+            await settle(pilot, app, 0)
+            made = len(app.cursor.frames)
+            await pilot.press("n")
+            await settle(pilot, app, 1)
+            assert len(app.cursor.frames) == made        # going back and forth reads recorded frames
+            await pilot.press("plus", "plus")
+            assert "5/s" in counter(app)
+            await pilot.press("minus")
+            assert "2/s" in counter(app)
+    run(go())
+
+
+def test_play_pause_and_max_speed():
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, app, 0)
+            for _ in range(5):
+                await pilot.press("plus")
+            assert "max/s" in counter(app)
+            shown = app.frames_shown
+            await pilot.press("space")
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if app.index >= 5:
+                    break
+            await pilot.press("space")
+            assert not app.playing and app.index >= 5 and app.frames_shown > shown
+            stopped_at = app.index
+            await pilot.pause(0.3)
+            assert app.index <= stopped_at + 1
+    run(go())
+
+
+def test_resize_small_and_back():
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            await pilot.resize_terminal(60, 20)
+            await pilot.pause(0.2)
+            assert app.query_one("#panels").display and not app.query_one("#toosmall").display
+            assert app.query_one("#panels").styles.grid_size_columns == 1
+            await pilot.resize_terminal(50, 15)
+            await pilot.pause(0.2)
+            notice = app.query_one("#toosmall")
+            assert notice.display and "at least 60 x 20" in str(notice.render())
+            await pilot.resize_terminal(160, 50)
+            await pilot.pause(0.2)
+            assert not notice.display and app.query_one("#panels").styles.grid_size_columns == 3
+            await pilot.press("n")
+            await settle(pilot, app, 1)
+    run(go())
+
+
+def test_bad_scenario_shows_dialog_and_keeps_state(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\ntitle: t\nmodel: {preset: k3-mni}\ninput: {text: hi}\n")
+
+    async def go():
+        app = LineageApp(str(SC / "fig3_two_facts.yaml"))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, app, 0)
+            before = app.cursor
+            app.open(str(bad))
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if len(app.screen_stack) > 1:
+                    break
+            screen = app.screen
+            assert type(screen).__name__ == "ErrorScreen"
+            assert any("bad.yaml:3:17" in line and "did you mean 'k3-mini'" in line for line in screen.lines)
+            await pilot.press("escape")
+            assert app.cursor is before and app.title.startswith("Figure 3")
+            await pilot.press("n")
+            await settle(pilot, app, 1)
+    run(go())
+
+
+def test_replay_trace_in_app(tmp_path):
+    trace = tmp_path / "t.trace"
+    assert main(["record", str(SC / "tour.yaml"), "-o", str(trace), "--steps", "15"]) == 0
+
+    async def go():
+        app = LineageApp(str(trace))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            assert "step 1 / 15" in counter(app)
+            await pilot.press("end")
+            await settle(pilot, app, 14)
+            assert "replaying a trace" in str(app.query_one("#status").render())
+            hm = app.query_one(Heatmap)
+            assert hm.data.shape == (32, 32)
+    run(go())
+
+
+def test_pickers_and_snapshot_key(tmp_path):
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        app.snapshot_dir = tmp_path
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            state = next(p for p in app.query(Panel) if p.kind == "state")
+            state.focus()
+            await pilot.press("right_square_bracket")
+            assert state.options["layer"] == 1
+            await pilot.press("full_stop", "full_stop")
+            assert state.options["head"] == 2 and "head 2/4" in state.border_title
+            await pilot.press("t")
+            assert state.options["quantity"] == "dS" and "delta S" in state.border_title
+            await pilot.press("m")
+            assert app.screen.maximized is state
+            await pilot.press("s")
+            await pilot.pause(0.1)
+            await pilot.press("m")
+            assert app.screen.maximized is None
+        svg = list(tmp_path.glob("*.svg"))
+        txt = list(tmp_path.glob("*.txt"))
+        assert svg and txt and "<svg" in svg[0].read_text()
+        assert "state: k3-mini layer 1 (kda) head 2: delta S" in txt[0].read_text()
+    run(go())
+
+
+def test_no_color_heatmaps_use_glyphs(monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    async def go():
+        app = LineageApp(str(SC / "fig6_channel_decay.yaml"))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, app, 0)
+            await pilot.press("n", "n")
+            await settle(pilot, app, 2)
+            state = next(p for p in app.query(Panel) if p.kind == "state")
+            hm = state.query_one(Heatmap)
+            rows = [hm.render_line(y).text for y in range(8)]
+            assert len(rows[0].strip()) == 4 and any(c in "".join(rows) for c in "@#*+&%=-")
+            assert "none (NO_COLOR)" in str(app.query_one("#status").render())
+    run(go())
+
+
+def test_headless_snapshot_outputs(tmp_path):
+    svg, png, txt = tmp_path / "a.svg", tmp_path / "a.png", tmp_path / "a.txt"
+    assert main(["snapshot", "fig3_two_facts", "--step", "2", "-o", str(svg), "--size", "100", "30"]) == 0
+    assert "<svg" in svg.read_text() and "1.21" in svg.read_text().replace("&#160;", " ")
+    assert main(["snapshot", "fig3_two_facts", "--step", "2", "--panel", "recall", "-o", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["snapshot", "fig3_two_facts", "--step", "2", "-o", str(txt)]) == 0
+    assert "1.21" in txt.read_text()
+    assert main(["snapshot", "fig3_two_facts", "--step", "2", "-o", str(tmp_path / "a.gif")]) == 2
