@@ -8,6 +8,7 @@ models. A session is deterministic for a given scenario: the same file gives the
 from __future__ import annotations
 
 import dataclasses
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -202,6 +203,7 @@ class Session(Cursor):
     def __init__(self, sc: Scenario, device: str | None = None, writer: TraceWriter | None = None):
         super().__init__()
         self.sc = sc
+        self._lock = threading.Lock()
         self.frames: list[Frame] = []
         self.writer = writer
         self.total = total_steps(sc) or 0
@@ -265,11 +267,16 @@ class Session(Cursor):
     def frame(self, i: int) -> Frame:
         if not 0 <= i < self.total:
             raise IndexError(f"step {i} out of range (0-{self.total - 1})")
-        while len(self.frames) <= i:
-            f = self._make(len(self.frames))
-            self.frames.append(f)
-            if self.writer is not None:
-                self.writer.write(f)
+        if i < len(self.frames):
+            return self.frames[i]
+        # one stepping thread at a time: a second caller waits, then reads what the first made
+        # (two threads stepping at once would feed the model the same token twice)
+        with self._lock:
+            while len(self.frames) <= i:
+                f = self._make(len(self.frames))
+                self.frames.append(f)
+                if self.writer is not None:
+                    self.writer.write(f)
         return self.frames[i]
 
     # -- one step -------------------------------------------------------------------
@@ -352,13 +359,16 @@ class Replay(Cursor):
         self.total = len(self.reader)
         self.scenario_text = self.reader.scenario_text
         self._cache: dict[int, Frame] = {}
+        self._lock = threading.Lock()
 
     def frame(self, i: int) -> Frame:
-        if i not in self._cache:
-            if len(self._cache) > 256:          # keep memory flat on long traces
-                self._cache.clear()
-            self._cache[i] = self.reader.frame(i)
-        return self._cache[i]
+        f = self._cache.get(i)
+        if f is None:
+            with self._lock:                    # one file handle: seek and read must not interleave
+                if len(self._cache) > 256:      # keep memory flat on long traces
+                    self._cache.clear()
+                f = self._cache[i] = self.reader.frame(i)
+        return f
 
     def close(self) -> None:
         self.reader.close()

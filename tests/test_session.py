@@ -212,3 +212,19 @@ def test_list(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "tour" in out and "fig3_two_facts" in out
+
+
+def test_concurrent_callers_step_once():
+    """Two threads asking for frames at once must not feed a token twice (a race the app had:
+    a panel redraw on the UI thread while the worker stepped)."""
+    import threading
+    ref = Session(load(SC / "tour.yaml"))
+    s = Session(load(SC / "tour.yaml"))
+    threads = [threading.Thread(target=s.frame, args=(i,)) for i in (9, 3, 9, 6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(s.frames) == 10
+    for i in range(10):
+        assert s.frame(i) == ref.frame(i)

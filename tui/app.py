@@ -7,7 +7,6 @@ worker, so the screen appears before the model exists; the UI thread never touch
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 from typing import Iterable
@@ -42,7 +41,7 @@ def make_panel(options: dict) -> Panel:
 
 
 class LineageApp(App):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = str(Path(__file__).with_name("app.tcss"))
     TITLE = "lineage"
     BINDINGS = [
         Binding("space", "toggle_play", "play/pause"),
@@ -73,7 +72,6 @@ class LineageApp(App):
         self.playing = False
         self.speed_i = 0
         self._play_timer = None
-        self._step_lock = threading.Lock()
         self.frames_shown = 0           # counted for the autoplay benchmark
         self.snapshot_dir = Path.cwd()
 
@@ -168,8 +166,7 @@ class LineageApp(App):
 
     @work(thread=True, exclusive=True, group="step")
     def _compute_frame(self, cursor, i: int) -> None:
-        with self._step_lock:                       # sessions are stepped by one thread at a time
-            cursor.frame(i)
+        cursor.frame(i)                        # the session serialises stepping itself
         self.call_from_thread(self._show_frame, cursor, i)
 
     def _show_frame(self, cursor, i: int) -> None:
@@ -244,8 +241,7 @@ class LineageApp(App):
         i = self.index
         while self.playing and cursor is self.cursor and i < cursor.total - 1:
             i += 1
-            with self._step_lock:
-                cursor.frame(i)
+            cursor.frame(i)
             self.call_from_thread(self._show_frame, cursor, i)
         self.call_from_thread(self.stop)
 

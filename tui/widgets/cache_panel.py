@@ -36,6 +36,10 @@ def model_bytes(frame, info: dict, m: int) -> dict:
             "kv_equiv_per_tok": kv_equiv, "params": model.get("params", 0)}
 
 
+SERIES = [("orange", "c"), ("blue", "m"), ("green", "s")]       # plotext colour, no-colour marker
+LEGEND_COLOURS = ["#ff8700", "#af87ff", "#87d700"]   # as the pro theme draws them
+
+
 class CachePanel(Panel):
     kind = "cache"
     MIN_INTERVAL = 0.2          # plotting costs milliseconds: during playback redraw at most 5 times a second
@@ -71,9 +75,10 @@ class CachePanel(Panel):
         ctx = int(self.options.get("context") or 1 << 20)
         per_tok = b["latent_per_tok"] + b["kv_per_tok"]
         cross = b["state"] / per_tok if per_tok else None
-        width = max(30, (self.size.width or 80) - 4)
-        height = 12 if width >= 50 else 8
-        self.query_one("#plot", Static).update(self._plot(b, ctx, cross, width, height))
+        width = max(30, (self.content_region.width or 80) - 2)
+        height = 16 if width >= 60 else 11
+        plot = self._plot(b, ctx, cross, width, height)
+        self.query_one("#plot", Static).update(plot)
         from lineage.memory import batch_per_card
         weights = int(b["params"] * 2)
         batch = batch_per_card(ctx, int(per_tok), weights, state_bytes=b["state"]) if per_tok else None
@@ -86,29 +91,50 @@ class CachePanel(Panel):
         if batch is not None:
             t.append(f"; {batch:,} sequences per 141 GB card (fp32 cache)")
         self.query_one("#legend", Static).update(t)
+        # grid rows keep the height they first measured; say how tall the content now is
+        legend_lines = sum(1 + len(line) // max(width, 1) for line in t.plain.split("\n"))
+        self.styles.height = len(plot.plain.split("\n")) + legend_lines + 2
 
     def _plot(self, b: dict, ctx: int, cross, width: int, height: int):
+        """Log-log lines, drawn on log10 values with linear axes (plotext's own log scale
+        samples too coarsely for straight lines), ticks labelled in tokens and bytes."""
+        import math
+
         import plotext as plt
-        xs = [max(1, int(ctx ** (k / 40))) for k in range(41)]
+        top = math.log10(max(ctx, 10))
+        xs = [top * k / (2 * width) for k in range(2 * width + 1)]              # log10(tokens)
         plt.clf()
         plt.plotsize(width, height)
         plt.theme("clear" if self.app.no_color else "pro")
-        plt.xscale("log")
-        plt.yscale("log")
         per_tok = b["latent_per_tok"] + b["kv_per_tok"]
-        if per_tok:
-            plt.plot(xs, [max(per_tok * x, 1) for x in xs], label="latent/KV cache", marker="braille")
-        if b["kv_equiv_per_tok"]:
-            plt.plot(xs, [max(b["kv_equiv_per_tok"] * x, 1) for x in xs], label="as MHA KV", marker="braille")
+        lines = [("latent/KV cache", per_tok), ("as plain MHA KV", b["kv_equiv_per_tok"])]
+        nc = self.app.no_color
+        for (label, rate), (colour, mark) in zip(lines, SERIES):
+            if rate:
+                plt.plot(xs, [math.log10(rate) + x for x in xs], marker=mark if nc else "hd", color=colour)
         if b["state"]:
-            plt.plot(xs, [b["state"]] * len(xs), label="recurrent state", marker="braille")
+            colour, mark = SERIES[2]
+            plt.plot(xs, [math.log10(b["state"])] * len(xs), marker=mark if nc else "hd", color=colour)
         if b["tokens"]:
-            plt.vline(b["tokens"])
-        if cross:
-            plt.vline(cross)
-        ys = [4 ** k for k in range(4, 21, 2)]
-        plt.yticks(ys, [_fmt(y).replace(".0 ", " ") for y in ys])
-        xt = [10 ** k for k in range(0, 8) if 10 ** k <= ctx]
-        plt.xticks(xt, [f"{x:,}" if x < 1000 else f"{x // 1000:,}K" for x in xt])
-        plt.xlabel("tokens (log)")
-        return Text.from_ansi(plt.build(), no_wrap=True, overflow="crop")
+            plt.vline(math.log10(b["tokens"]))
+        if cross and cross > 1:
+            plt.vline(math.log10(cross))
+        lo = min([math.log10(r) for _, r in lines if r] + [math.log10(b["state"] or 1)])
+        hi = max([math.log10(r) + top for _, r in lines if r] + [math.log10(b["state"] or 1)])
+        yt = [y for y in range(int(lo), int(hi) + 2, max(1, (int(hi) - int(lo)) // 5))]
+        plt.yticks(yt, [_fmt(10 ** y) for y in yt])
+        xt = list(range(0, int(top) + 1))
+        plt.xticks(xt, [f"{10 ** x:,}" if x < 3 else f"{10 ** (x - 3):,}K" for x in xt])
+        plt.xlabel("tokens (log); | = now and crossover")
+        out = Text.from_ansi(plt.build(), no_wrap=True, overflow="crop")
+        out.append("\n")
+        names = ["latent/KV cache", "as plain MHA KV", "recurrent state (constant)"]
+        for name, (colour, mark), rich in zip(names, SERIES, LEGEND_COLOURS):
+            out.append(f" {mark}{mark} " if nc else " ██ ", style=None if nc else rich)
+            out.append(name + "  ")
+        return out
+
+    def on_resize(self) -> None:
+        # only redraw a frame the app has shown; an unmade one would be stepped on the UI thread
+        if getattr(self.app, "cursor", None) is not None and self.app.frames_shown:
+            self._draw(self.app.cursor, self.app.index)
