@@ -73,8 +73,8 @@ def _chunk_scores_kernel(q, k, G, beta, A, P, scale, T,
 
     Per-channel gates: columns s < r0 (earlier blocks) split the decay at n = r0,
     e^{G_r - G_n} e^{G_n - G_s} (both <= 1), so they are one matmul; the diagonal BC x BC block
-    is summed pair by pair, one column s at a time. Per-head gates: e^{G_r - G_s} is a scalar
-    per (r, s), applied after a plain matmul.
+    takes every pair at once as a (BC, BC, BK) tile of e^{min(G_r - G_s, 0)}. Per-head gates:
+    e^{G_r - G_s} is a scalar per (r, s), applied after a plain matmul.
     A, P: (B, T, H, BT), row t holds the chunk-local columns of token t."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_t, i_i = i_c // (BT // BC), i_c % (BT // BC)
@@ -84,39 +84,38 @@ def _chunk_scores_kernel(q, k, G, beta, A, P, scale, T,
     o_r = r0 + tl.arange(0, BC)                     # (BC,) row tokens
     o_s = t0 + tl.arange(0, BT)                     # (BT,) column tokens
     o_col = tl.arange(0, BT)                        # (BT,) chunk-local column index
+    o_d = tl.arange(0, BC)                          # (BC,) index inside the diagonal block
     m_r, m_s = o_r < T, o_s < T
     row_r = (i_b * T + o_r) * H + i_h               # (BC,) flat (b, t, h) row index
     row_s = (i_b * T + o_s) * H + i_h               # (BT,)
 
-    b_A = tl.zeros([BC, BT], dtype=tl.float32)
+    b_A = tl.zeros([BC, BT], dtype=tl.float32)      # columns of earlier blocks (per-channel), or all
     b_P = tl.zeros([BC, BT], dtype=tl.float32)
+    b_Ad = tl.zeros([BC, BC], dtype=tl.float32)     # the diagonal block (per-channel)
+    b_Pd = tl.zeros([BC, BC], dtype=tl.float32)
     for i_k in tl.static_range(0, K, BK):
         o_k = i_k + tl.arange(0, BK)
         m_k = o_k < K
-        b_kr = tl.load(k + row_r[:, None] * K + o_k[None, :], mask=m_r[:, None] & m_k[None, :], other=0.).to(tl.float32)  # (BC, BK)
-        b_qr = tl.load(q + row_r[:, None] * K + o_k[None, :], mask=m_r[:, None] & m_k[None, :], other=0.).to(tl.float32) * scale
-        b_ks = tl.load(k + row_s[:, None] * K + o_k[None, :], mask=m_s[:, None] & m_k[None, :], other=0.).to(tl.float32)  # (BT, BK)
+        m_rk = m_r[:, None] & m_k[None, :]
+        b_kr = tl.load(k + row_r[:, None] * K + o_k[None, :], mask=m_rk, other=0.).to(tl.float32)          # (BC, BK)
+        b_qr = tl.load(q + row_r[:, None] * K + o_k[None, :], mask=m_rk, other=0.).to(tl.float32) * scale
+        b_ks = tl.load(k + row_s[:, None] * K + o_k[None, :], mask=m_s[:, None] & m_k[None, :],
+                       other=0.).to(tl.float32)                                                              # (BT, BK)
         if GATE == 2:
-            b_gr = tl.load(G + row_r[:, None] * K + o_k[None, :], mask=m_r[:, None] & m_k[None, :], other=0.)   # (BC, BK)
-            b_gs = tl.load(G + row_s[:, None] * K + o_k[None, :], mask=m_s[:, None] & m_k[None, :], other=0.)   # (BT, BK)
+            b_gr = tl.load(G + row_r[:, None] * K + o_k[None, :], mask=m_rk, other=0.)                       # (BC, BK)
+            b_gs = tl.load(G + row_s[:, None] * K + o_k[None, :], mask=m_s[:, None] & m_k[None, :], other=0.)
             row_n = (i_b * T + r0) * H + i_h
-            b_gn = tl.load(G + row_n * K + o_k, mask=m_k & (o_k * 0 + r0 < T), other=0.)                                 # (BK,) G at n = r0
+            b_gn = tl.load(G + row_n * K + o_k, mask=m_k & (o_k * 0 + r0 < T), other=0.)                    # (BK,) G at n = r0
             # earlier blocks: e^{G_r - G_n} (rows r >= n) times e^{G_n - G_s} (columns s < n)
             b_fr = tl.exp(tl.minimum(b_gr - b_gn[None, :], 0.))                                               # (BC, BK) <= 1
             b_fs = tl.where((o_s < r0)[:, None], tl.exp(tl.minimum(b_gn[None, :] - b_gs, 0.)), 0.)             # (BT, BK) <= 1
             b_kc = tl.trans(b_ks * b_fs)                                                                       # (BK, BT)
             b_A += tl.dot(b_kr * b_fr, b_kc, input_precision=PREC)
             b_P += tl.dot(b_qr * b_fr, b_kc, input_precision=PREC)
-            # the diagonal block, one column token s = r0 + j at a time: e^{G_r - G_s}, r >= s
-            for j in range(0, BC):
-                m_j = m_k & (o_k * 0 + r0 + j < T)                                                  # (BK,)
-                row_j = (i_b * T + r0 + j) * H + i_h
-                b_kj = tl.load(k + row_j * K + o_k, mask=m_j, other=0.).to(tl.float32)                    # (BK,)
-                b_gj = tl.load(G + row_j * K + o_k, mask=m_j, other=0.)                                   # (BK,)
-                b_e = b_kj[None, :] * tl.exp(tl.minimum(b_gr - b_gj[None, :], 0.))                               # (BC, BK)
-                m_c = (o_col == i_i * BC + j)[None, :]                                                          # (1, BT)
-                b_A = tl.where(m_c, b_A + tl.sum(b_kr * b_e, 1)[:, None], b_A)
-                b_P = tl.where(m_c, b_P + tl.sum(b_qr * b_e, 1)[:, None], b_P)
+            # the diagonal block: e^{G_r - G_s} for every pair (r, s) of its tokens, r >= s
+            b_e = tl.exp(tl.minimum(b_gr[:, None, :] - b_gr[None, :, :], 0.)) * b_kr[None, :, :]             # (BC, BC, BK)
+            b_Ad += tl.sum(b_kr[:, None, :] * b_e, 2)
+            b_Pd += tl.sum(b_qr[:, None, :] * b_e, 2)
         else:
             b_A += tl.dot(b_kr, tl.trans(b_ks), input_precision=PREC)
             b_P += tl.dot(b_qr, tl.trans(b_ks), input_precision=PREC)
@@ -126,13 +125,24 @@ def _chunk_scores_kernel(q, k, G, beta, A, P, scale, T,
         b_d = tl.exp(tl.minimum(b_gr[:, None] - b_gs[None, :], 0.))                                             # (BC, BT)
         b_A *= b_d
         b_P *= b_d
-    o_ri = i_i * BC + tl.arange(0, BC)                                                                          # chunk-local rows
+    o_ri = i_i * BC + o_d                                                                                       # chunk-local rows
     b_beta = tl.load(beta + row_r, mask=m_r, other=0.).to(tl.float32)
     b_A = tl.where(o_ri[:, None] > o_col[None, :], b_A * b_beta[:, None], 0.)
     b_P = tl.where(o_ri[:, None] >= o_col[None, :], b_P, 0.)
     p_out = row_r[:, None] * BT + o_col[None, :]
-    tl.store(A + p_out, b_A.to(A.dtype.element_ty), mask=m_r[:, None])
-    tl.store(P + p_out, b_P.to(P.dtype.element_ty), mask=m_r[:, None])
+    if GATE == 2:
+        # two disjoint stores: the strip without the diagonal block's columns, then that block
+        m_out = m_r[:, None] & ((o_col < i_i * BC) | (o_col >= i_i * BC + BC))[None, :]
+        tl.store(A + p_out, b_A.to(A.dtype.element_ty), mask=m_out)
+        tl.store(P + p_out, b_P.to(P.dtype.element_ty), mask=m_out)
+        b_Ad = tl.where(o_d[:, None] > o_d[None, :], b_Ad * b_beta[:, None], 0.)
+        b_Pd = tl.where(o_d[:, None] >= o_d[None, :], b_Pd, 0.)
+        p_d = row_r[:, None] * BT + i_i * BC + o_d[None, :]
+        tl.store(A + p_d, b_Ad.to(A.dtype.element_ty), mask=m_r[:, None])
+        tl.store(P + p_d, b_Pd.to(P.dtype.element_ty), mask=m_r[:, None])
+    else:
+        tl.store(A + p_out, b_A.to(A.dtype.element_ty), mask=m_r[:, None])
+        tl.store(P + p_out, b_P.to(P.dtype.element_ty), mask=m_r[:, None])
 
 
 # --------------------------------------------------------------------------- kernel 3
@@ -145,6 +155,15 @@ def _load_block(A, i_b, i_h, T, t0, I: tl.constexpr, J: tl.constexpr,
     o_t = t0 + I * BC + o_a
     rows = (i_b * T + o_t) * H + i_h
     return tl.load(A + rows[:, None] * BT + J * BC + o_a[None, :], mask=(o_t < T)[:, None], other=0.)
+
+
+@triton.jit
+def _store_block(X, b_x, i_b, i_h, T, t0, I: tl.constexpr, J: tl.constexpr,
+                 H: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr):
+    o_a = tl.arange(0, BC)
+    o_t = t0 + I * BC + o_a
+    rows = (i_b * T + o_t) * H + i_h
+    tl.store(X + rows[:, None] * BT + J * BC + o_a[None, :], b_x, mask=(o_t < T)[:, None])
 
 
 @triton.jit
@@ -200,10 +219,10 @@ def _apply_inverse(x, y, G, beta, i_b, i_h, T, t0,
 
 
 @triton.jit(do_not_specialize=["T"])
-def _chunk_solve_kernel(k, v, G, beta, A, W, U, T,
+def _chunk_solve_kernel(k, v, G, beta, A, W, U, X, T,
                         H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                         BC: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-                        GATE: tl.constexpr, PREC: tl.constexpr):
+                        GATE: tl.constexpr, PREC: tl.constexpr, STORE_X: tl.constexpr):
     """X = (I + A)^-1 for one chunk, then W = X (beta k e^G) and U = X (beta v).
 
     A is strictly lower triangular; with 16 x 16 blocks A_IJ and X_IJ:
@@ -248,12 +267,61 @@ def _chunk_solve_kernel(k, v, G, beta, A, W, U, T,
                     + tl.dot(b_A31, b_X10, input_precision=PREC)
                     + tl.dot(b_A32, b_X20, input_precision=PREC), input_precision=PREC)
 
-    _apply_inverse(k, W, G, beta, i_b, i_h, T, t0,
-                   b_X00, b_X10, b_X11, b_X20, b_X21, b_X22, b_X30, b_X31, b_X32, b_X33,
-                   K, H, BC, BK, GATE, True, PREC)
-    _apply_inverse(v, U, G, beta, i_b, i_h, T, t0,
-                   b_X00, b_X10, b_X11, b_X20, b_X21, b_X22, b_X30, b_X31, b_X32, b_X33,
-                   V, H, BC, BV, GATE, False, PREC)
+    if STORE_X:
+        # X is block lower triangular: store its ten lower blocks, the next kernel applies it
+        _store_block(X, b_X00, i_b, i_h, T, t0, 0, 0, H, BT, BC)
+        _store_block(X, b_X10, i_b, i_h, T, t0, 1, 0, H, BT, BC)
+        _store_block(X, b_X11, i_b, i_h, T, t0, 1, 1, H, BT, BC)
+        _store_block(X, b_X20, i_b, i_h, T, t0, 2, 0, H, BT, BC)
+        _store_block(X, b_X21, i_b, i_h, T, t0, 2, 1, H, BT, BC)
+        _store_block(X, b_X22, i_b, i_h, T, t0, 2, 2, H, BT, BC)
+        _store_block(X, b_X30, i_b, i_h, T, t0, 3, 0, H, BT, BC)
+        _store_block(X, b_X31, i_b, i_h, T, t0, 3, 1, H, BT, BC)
+        _store_block(X, b_X32, i_b, i_h, T, t0, 3, 2, H, BT, BC)
+        _store_block(X, b_X33, i_b, i_h, T, t0, 3, 3, H, BT, BC)
+    else:
+        _apply_inverse(k, W, G, beta, i_b, i_h, T, t0,
+                       b_X00, b_X10, b_X11, b_X20, b_X21, b_X22, b_X30, b_X31, b_X32, b_X33,
+                       K, H, BC, BK, GATE, True, PREC)
+        _apply_inverse(v, U, G, beta, i_b, i_h, T, t0,
+                       b_X00, b_X10, b_X11, b_X20, b_X21, b_X22, b_X30, b_X31, b_X32, b_X33,
+                       V, H, BC, BV, GATE, False, PREC)
+
+
+@triton.jit(do_not_specialize=["T"])
+def _chunk_apply_kernel(k, v, G, beta, X, W, U, T,
+                        H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                        BC: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, GATE: tl.constexpr, PREC: tl.constexpr):
+    """W = X (beta k e^G) and U = X (beta v) for one chunk, as (BT, BT) x (BT, BK) matmuls.
+    X (B, T, H, BT) holds the inverse's lower blocks; entries right of the diagonal block of a
+    row were never written and are masked to 0 here."""
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = (i_bh // H).to(tl.int64), i_bh % H
+    o_c = tl.arange(0, BT)
+    o_t = i_t * BT + o_c
+    m_t = o_t < T
+    rows = (i_b * T + o_t) * H + i_h                                                  # (BT,)
+    m_X = m_t[:, None] & (o_c[None, :] < (o_c[:, None] // BC + 1) * BC)
+    b_X = tl.load(X + rows[:, None] * BT + o_c[None, :], mask=m_X, other=0.)          # (BT, BT)
+    b_beta = tl.load(beta + rows, mask=m_t, other=0.).to(tl.float32)                  # (BT,)
+    if GATE == 1:
+        b_eg = tl.exp(tl.minimum(tl.load(G + rows, mask=m_t, other=0.), 0.))          # (BT,)
+    for i_k in tl.static_range(0, K, BK):
+        o_k = i_k + tl.arange(0, BK)
+        m = m_t[:, None] & (o_k < K)[None, :]
+        b_r = tl.load(k + rows[:, None] * K + o_k[None, :], mask=m, other=0.).to(tl.float32) * b_beta[:, None]
+        if GATE == 2:
+            b_r *= tl.exp(tl.minimum(tl.load(G + rows[:, None] * K + o_k[None, :], mask=m, other=0.), 0.))
+        elif GATE == 1:
+            b_r *= b_eg[:, None]
+        b_w = tl.dot(b_X, b_r, input_precision=PREC)                                  # (BT, BK)
+        tl.store(W + rows[:, None] * K + o_k[None, :], b_w.to(W.dtype.element_ty), mask=m)
+    for i_v in tl.static_range(0, V, BV):
+        o_v = i_v + tl.arange(0, BV)
+        m = m_t[:, None] & (o_v < V)[None, :]
+        b_r = tl.load(v + rows[:, None] * V + o_v[None, :], mask=m, other=0.).to(tl.float32) * b_beta[:, None]
+        b_u = tl.dot(b_X, b_r, input_precision=PREC)                                  # (BT, BV)
+        tl.store(U + rows[:, None] * V + o_v[None, :], b_u.to(U.dtype.element_ty), mask=m)
 
 
 # --------------------------------------------------------------------------- kernel 4
@@ -262,7 +330,7 @@ def _chunk_solve_kernel(k, v, G, beta, A, W, U, T,
 def _chunk_state_kernel(q, k, G, W, U, P, S0, S, o, scale, T,
                         H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                         BK: tl.constexpr, BV: tl.constexpr, GATE: tl.constexpr,
-                        HAS_INIT: tl.constexpr, PREC: tl.constexpr):
+                        HAS_INIT: tl.constexpr, PREC: tl.constexpr, DOT: tl.constexpr):
     """The only sequential part: for each chunk in order, with S (BK, BV) in registers,
 
         u     = U - W S                                   (BT, BV)
@@ -304,14 +372,16 @@ def _chunk_state_kernel(q, k, G, W, U, P, S0, S, o, scale, T,
             b_gl = tl.load(G + row_l)                                                          # scalar
             b_q *= tl.exp(tl.minimum(b_g, 0.))[:, None]
             b_k *= tl.exp(tl.minimum(b_gl - b_g, 0.))[:, None]
-        b_v = b_u - tl.dot(b_w, b_S, input_precision=PREC)                                   # (BT, BV)
-        b_o = tl.dot(b_q, b_S, input_precision=PREC) + tl.dot(b_p, b_v, input_precision=PREC)
+        b_Sd = b_S.to(DOT)                           # DOT: fp32 (tf32 / ieee), or bf16 operands
+        b_v = b_u - tl.dot(b_w.to(DOT), b_Sd, input_precision=PREC)                          # (BT, BV)
+        b_vd = b_v.to(DOT)
+        b_o = tl.dot(b_q.to(DOT), b_Sd, input_precision=PREC) + tl.dot(b_p.to(DOT), b_vd, input_precision=PREC)
         tl.store(o + rows[:, None] * V + o_v[None, :], b_o.to(o.dtype.element_ty), mask=m_tv)
         if GATE == 2:
             b_S *= tl.exp(tl.minimum(b_gl, 0.))[:, None]
         elif GATE == 1:
             b_S *= tl.exp(tl.minimum(b_gl, 0.))
-        b_S += tl.dot(tl.trans(b_k), b_v, input_precision=PREC)
+        b_S += tl.dot(tl.trans(b_k.to(DOT)), b_vd, input_precision=PREC)
     tl.store(S + p_S, b_S, mask=m_S)
 
 
@@ -325,14 +395,20 @@ def _pow2(n: int, lo: int = 16) -> int:
 
 
 def _state_config(K: int, V: int) -> tuple[int, int, int]:
-    """(BV, num_warps, num_stages) of the sequential kernel: S is (BK, BV) fp32 in registers."""
+    """(BV, num_warps, num_stages) of the sequential kernel: S is (BK, BV) fp32 in registers.
+    One pipeline stage: the per-chunk tiles (W, q, k, G, P) take ~120 KB of shared memory at
+    K = 128, two stages do not fit in the H200's 227 KB."""
     BK = _pow2(K)
-    BV = min(_pow2(V), 64 if BK <= 128 else 32)
-    return BV, (4 if BK * BV <= 4096 else 8), 2
+    if BK <= 64:
+        return min(_pow2(V), 64), 4, 2
+    return 32, (4 if BK <= 128 else 8), 1
 
 
-def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, name: str,
-                 inter_dtype=None, state_config=None):
+def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, name: str, options=None):
+    """Checks, allocates, launches the four stages. ``options`` (benchmarks only) overrides
+    the tuned choices: inter (dtype of W, U, P), scores (BK, num_warps), split_apply (bool),
+    dot (operand dtype of the sequential kernel's matmuls for 16-bit inputs, a tl dtype),
+    state (BV, num_warps, num_stages)."""
     if q.dim() != 4 or k.shape != q.shape:
         raise ValueError(f"{name}: q and k must both be (B, T, H, K); got {tuple(q.shape)} and {tuple(k.shape)}")
     if v.dim() != 4 or v.shape[:3] != q.shape[:3]:
@@ -369,13 +445,17 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
             S.zero_()
         return q.new_empty(B, 0, H, V), S
 
+    opt = dict(inter=torch.float32, scores=(32, 4), split_apply=True, dot=tl.float32,
+               state=_state_config(K, V))
+    opt.update(options or {})
     q, k, v, beta = q.contiguous(), k.contiguous(), v.contiguous(), beta.contiguous()
     S0 = initial_state.to(torch.float32).contiguous() if initial_state is not None else S
-    inter = torch.float32 if inter_dtype is None else inter_dtype
     prec = "ieee" if q.dtype == torch.float32 else "tf32"
     NT = triton.cdiv(T, BT)
     BK = min(_pow2(K), 64)
+    BV = min(_pow2(V), 64)
 
+    # 1. G = in-chunk cumsum of g (fp32)
     if gate != GATE_NONE:
         g = g.contiguous()
         D = K if gate == GATE_CHANNEL else 1
@@ -385,21 +465,31 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
     else:
         G = q  # never read
 
+    # 2. A (strictly lower, beta folded in) and P (inclusive lower, scale folded in)
     A = torch.empty(B, T, H, BT, device=dev, dtype=torch.float32)
-    P = torch.empty(B, T, H, BT, device=dev, dtype=inter)
+    P = torch.empty(B, T, H, BT, device=dev, dtype=opt["inter"])
+    sBK, sW = opt["scores"]
     _chunk_scores_kernel[(NT * NB, B * H)](q, k, G, beta, A, P, scale, T, H=H, K=K, BT=BT, BC=BC,
-                                           BK=BK, GATE=gate, PREC=prec, num_warps=4)
+                                           BK=min(_pow2(K), sBK), GATE=gate, PREC=prec, num_warps=sW)
 
-    W = torch.empty(B, T, H, K, device=dev, dtype=inter)
-    U = torch.empty(B, T, H, V, device=dev, dtype=inter)
-    _chunk_solve_kernel[(NT, B * H)](k, v, G, beta, A, W, U, T, H=H, K=K, V=V, BT=BT, BC=BC,
-                                     BK=BK, BV=min(_pow2(V), 64), GATE=gate, PREC=prec, num_warps=4)
+    # 3. X = (I + A)^-1, W = X beta k e^G, U = X beta v
+    W = torch.empty(B, T, H, K, device=dev, dtype=opt["inter"])
+    U = torch.empty(B, T, H, V, device=dev, dtype=opt["inter"])
+    X = torch.empty(B, T, H, BT, device=dev, dtype=torch.float32) if opt["split_apply"] else A
+    _chunk_solve_kernel[(NT, B * H)](k, v, G, beta, A, W, U, X, T, H=H, K=K, V=V, BT=BT, BC=BC,
+                                     BK=BK, BV=BV, GATE=gate, PREC=prec, STORE_X=opt["split_apply"],
+                                     num_warps=4)
+    if opt["split_apply"]:
+        _chunk_apply_kernel[(NT, B * H)](k, v, G, beta, X, W, U, T, H=H, K=K, V=V, BT=BT, BC=BC,
+                                         BK=BK, BV=BV, GATE=gate, PREC=prec, num_warps=4)
 
+    # 4. the chunks in order: o and the final state
     o = torch.empty(B, T, H, V, device=dev, dtype=q.dtype)
-    BV, warps, stages = state_config or _state_config(K, V)
-    _chunk_state_kernel[(triton.cdiv(V, BV), B * H)](
-        q, k, G, W, U, P, S0, S, o, scale, T, H=H, K=K, V=V, BT=BT, BK=_pow2(K), BV=BV, GATE=gate,
-        HAS_INIT=initial_state is not None, PREC=prec, num_warps=warps, num_stages=stages)
+    sBV, warps, stages = opt["state"]
+    dot = opt["dot"] if q.dtype != torch.float32 else tl.float32
+    _chunk_state_kernel[(triton.cdiv(V, sBV), B * H)](
+        q, k, G, W, U, P, S0, S, o, scale, T, H=H, K=K, V=V, BT=BT, BK=_pow2(K), BV=sBV, GATE=gate,
+        HAS_INIT=initial_state is not None, PREC=prec, DOT=dot, num_warps=warps, num_stages=stages)
     return o, S
 
 

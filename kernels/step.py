@@ -48,12 +48,16 @@ def _kda_step_kernel(q, k, v, g, beta, S, o, scale,
 
 
 def _step_config(BH: int, K: int, V: int) -> tuple[int, int, int]:
-    """(BK, BV, num_warps): small batches split V finely so that more programs share the
-    work; large batches take wider tiles (fewer, longer memory streams)."""
+    """(BK, BV, num_warps). Measured on the H200 (K = V = 128): batch 1 wants many small
+    programs (BV = 16: 2.3 us of GPU time), batch 256 wide tiles (BV = 64: 3.9 TB/s)."""
     BK = max(16, triton.next_power_of_2(K))
-    BV = 16 if BH < 256 else 32
-    BV = min(BV, max(16, triton.next_power_of_2(V)))
-    return BK, BV, (4 if BK * BV <= 4096 else 8)
+    BV = min(16 if BH < 512 else 64, max(16, triton.next_power_of_2(V)))
+    return BK, BV, (4 if BK * BV <= 8192 else 8)
+
+
+# Compiled kernels by everything Triton specializes on, for the fast launch below.
+_COMPILED: dict = {}
+_FAST = [True]
 
 
 def kda_step(q, k, v, g, beta, state, *, scale=None, config=None):
@@ -85,7 +89,27 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, config=None):
         raise ValueError("kda_step: q, k, v, g, beta must be contiguous")
     BK, BV, warps = config or _step_config(B * H, K, V)
     o = torch.empty_like(v)
-    _kda_step_kernel[(B * H, triton.cdiv(V, BV))](
-        q, k, v, g, beta, state, o, K ** -0.5 if scale is None else scale,
-        K=K, V=V, BK=BK, BV=BV, GATE=gate, num_warps=warps)
+    grid = (B * H, triton.cdiv(V, BV))
+    args = (q, k, v, g, beta, state, o, K ** -0.5 if scale is None else scale, K, V, BK, BV, gate)
+    if not q.is_cuda:
+        _kda_step_kernel[grid](*args, num_warps=warps)
+        return o
+    # Launch bound at small batch: Triton's generic launch path (argument binding and
+    # specialization) costs more host time than the kernel takes on the GPU. After the first
+    # call for a given specialization, launch the compiled kernel directly. The key holds what
+    # Triton specializes on here: dtypes, sizes, tiles and 16-byte alignment of every pointer.
+    key = (q.device.index, q.dtype, g.dtype, beta.dtype, K, V, BK, BV, gate, warps,
+           q.data_ptr() % 16 == 0, k.data_ptr() % 16 == 0, v.data_ptr() % 16 == 0, g.data_ptr() % 16 == 0,
+           beta.data_ptr() % 16 == 0, state.data_ptr() % 16 == 0, o.data_ptr() % 16 == 0)
+    kernel = _COMPILED.get(key) if _FAST[0] else None
+    if kernel is not None:
+        try:
+            kernel.run(grid[0], grid[1], 1, triton.runtime.driver.active.get_current_stream(key[0]),
+                       kernel.function, kernel.packed_metadata, None, None, None, *args)
+            return o
+        except Exception:  # noqa: BLE001 - an internal API changed: use the generic path from now on
+            _FAST[0] = False
+    kernel = _kda_step_kernel[grid](*args, num_warps=warps)
+    if _FAST[0] and hasattr(kernel, "run") and hasattr(kernel, "packed_metadata"):
+        _COMPILED[key] = kernel
     return o
