@@ -65,16 +65,17 @@ def _chunk_cumsum_kernel(g, G, T, H: tl.constexpr, D: tl.constexpr, BT: tl.const
 @triton.jit(do_not_specialize=["T"])
 def _chunk_scores_kernel(q, k, G, beta, A, P, scale, T,
                          H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
-                         BK: tl.constexpr, GATE: tl.constexpr, PREC: tl.constexpr):
+                         BK: tl.constexpr, SUB: tl.constexpr, GATE: tl.constexpr, PREC: tl.constexpr):
     """Rows [r0, r0 + BC) of the chunk's decayed score matrices, all BT columns:
 
         A[r, s] = beta_r sum_i k_r[i] k_s[i] e^{G_r[i] - G_s[i]}       (s < r, else 0)
         P[r, s] = scale sum_i q_r[i] k_s[i] e^{G_r[i] - G_s[i]}        (s <= r, else 0)
 
     Per-channel gates: columns s < r0 (earlier blocks) split the decay at n = r0,
-    e^{G_r - G_n} e^{G_n - G_s} (both <= 1), so they are one matmul; the diagonal BC x BC block
-    takes every pair at once as a (BC, BC, BK) tile of e^{min(G_r - G_s, 0)}. Per-head gates:
-    e^{G_r - G_s} is a scalar per (r, s), applied after a plain matmul.
+    e^{G_r - G_n} e^{G_n - G_s} (both <= 1), so they are one matmul. The diagonal BC x BC block
+    is split the same way at every SUB tokens, and only its SUB x SUB diagonal sub-blocks are
+    summed pair by pair. Per-head gates: e^{G_r - G_s} is a scalar per (r, s), applied after
+    a plain matmul.
     A, P: (B, T, H, BT), row t holds the chunk-local columns of token t."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_t, i_i = i_c // (BT // BC), i_c % (BT // BC)
@@ -107,15 +108,36 @@ def _chunk_scores_kernel(q, k, G, beta, A, P, scale, T,
             row_n = (i_b * T + r0) * H + i_h
             b_gn = tl.load(G + row_n * K + o_k, mask=m_k & (o_k * 0 + r0 < T), other=0.)                    # (BK,) G at n = r0
             # earlier blocks: e^{G_r - G_n} (rows r >= n) times e^{G_n - G_s} (columns s < n)
-            b_fr = tl.exp(tl.minimum(b_gr - b_gn[None, :], 0.))                                               # (BC, BK) <= 1
-            b_fs = tl.where((o_s < r0)[:, None], tl.exp(tl.minimum(b_gn[None, :] - b_gs, 0.)), 0.)             # (BT, BK) <= 1
-            b_kc = tl.trans(b_ks * b_fs)                                                                       # (BK, BT)
-            b_A += tl.dot(b_kr * b_fr, b_kc, input_precision=PREC)
-            b_P += tl.dot(b_qr * b_fr, b_kc, input_precision=PREC)
-            # the diagonal block: e^{G_r - G_s} for every pair (r, s) of its tokens, r >= s
-            b_e = tl.exp(tl.minimum(b_gr[:, None, :] - b_gr[None, :, :], 0.)) * b_kr[None, :, :]             # (BC, BC, BK)
-            b_Ad += tl.sum(b_kr[:, None, :] * b_e, 2)
-            b_Pd += tl.sum(b_qr[:, None, :] * b_e, 2)
+            if i_i > 0:
+                b_fr = tl.exp(tl.minimum(b_gr - b_gn[None, :], 0.))                                           # (BC, BK) <= 1
+                b_fs = tl.where((o_s < r0)[:, None], tl.exp(tl.minimum(b_gn[None, :] - b_gs, 0.)), 0.)         # (BT, BK) <= 1
+                b_kc = tl.trans(b_ks * b_fs)                                                                   # (BK, BT)
+                b_A += tl.dot(b_kr * b_fr, b_kc, input_precision=PREC)
+                b_P += tl.dot(b_qr * b_fr, b_kc, input_precision=PREC)
+            # the diagonal block, cut again into sub-blocks of SUB tokens. Row sub-block c against
+            # earlier sub-blocks: split at its first token n_c (one small matmul per c) ...
+            row_nr = (i_b * T + r0 + (o_d // SUB) * SUB) * H + i_h                                           # (BC,) n_c of each row
+            b_gnr = tl.load(G + row_nr[:, None] * K + o_k[None, :], mask=m_rk, other=0.)                     # (BC, BK)
+            b_fr = tl.exp(tl.minimum(b_gr - b_gnr, 0.))                                                       # (BC, BK) <= 1
+            for c in tl.static_range(1, BC // SUB):
+                row_c = (i_b * T + r0 + c * SUB) * H + i_h
+                b_gc = tl.load(G + row_c * K + o_k, mask=m_k & (o_k * 0 + r0 + c * SUB < T), other=0.)        # (BK,)
+                b_fc = tl.where((o_d < c * SUB)[:, None], tl.exp(tl.minimum(b_gc[None, :] - b_gr, 0.)), 0.)   # (BC, BK) <= 1
+                b_kc = tl.trans(b_kr * b_fc)                                                                   # (BK, BC)
+                m_c = (o_d // SUB == c)[:, None]
+                b_Ad += tl.dot(tl.where(m_c, b_kr * b_fr, 0.), b_kc, input_precision=PREC)
+                b_Pd += tl.dot(tl.where(m_c, b_qr * b_fr, 0.), b_kc, input_precision=PREC)
+            # ... and inside each sub-block, pair by pair: column j of every sub-block at once
+            for j in range(0, SUB):
+                o_j = (o_d // SUB) * SUB + j                                                                  # (BC,) column of each row
+                row_j = (i_b * T + r0 + o_j) * H + i_h
+                m_j = ((r0 + o_j) < T)[:, None] & m_k[None, :]
+                b_kj = tl.load(k + row_j[:, None] * K + o_k[None, :], mask=m_j, other=0.).to(tl.float32)     # (BC, BK)
+                b_gj = tl.load(G + row_j[:, None] * K + o_k[None, :], mask=m_j, other=0.)
+                b_e = b_kj * tl.exp(tl.minimum(b_gr - b_gj, 0.))                                               # (BC, BK)
+                m_c = o_d[None, :] == o_j[:, None]                                                             # (BC, BC)
+                b_Ad = tl.where(m_c, b_Ad + tl.sum(b_kr * b_e, 1)[:, None], b_Ad)
+                b_Pd = tl.where(m_c, b_Pd + tl.sum(b_qr * b_e, 1)[:, None], b_Pd)
         else:
             b_A += tl.dot(b_kr, tl.trans(b_ks), input_precision=PREC)
             b_P += tl.dot(b_qr, tl.trans(b_ks), input_precision=PREC)
@@ -445,8 +467,14 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
             S.zero_()
         return q.new_empty(B, 0, H, V), S
 
-    opt = dict(inter=torch.float32, scores=(32, 4), split_apply=True, dot=tl.float32,
-               state=_state_config(K, V))
+    # 16-bit inputs: W, U, P are stored in the input dtype and the sequential kernel's matmuls
+    # take 16-bit operands (fp32 accumulation, fp32 state), as flash-linear-attention does.
+    # Measured on the H200 at B=4, T=4096, bf16: 7% faster, relative RMS error 2.9e-3 against
+    # fp32 (2.0e-3 with fp32 storage). On the GPU only: the CPU interpreter has no bf16 matmul.
+    half = q.dtype != torch.float32
+    dot16 = tl.bfloat16 if q.dtype == torch.bfloat16 else tl.float16
+    opt = dict(inter=q.dtype, scores=(64, 4), sub=4, split_apply=True,
+               dot=dot16 if half and q.is_cuda else tl.float32, state=_state_config(K, V))
     opt.update(options or {})
     q, k, v, beta = q.contiguous(), k.contiguous(), v.contiguous(), beta.contiguous()
     S0 = initial_state.to(torch.float32).contiguous() if initial_state is not None else S
@@ -470,7 +498,8 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
     P = torch.empty(B, T, H, BT, device=dev, dtype=opt["inter"])
     sBK, sW = opt["scores"]
     _chunk_scores_kernel[(NT * NB, B * H)](q, k, G, beta, A, P, scale, T, H=H, K=K, BT=BT, BC=BC,
-                                           BK=min(_pow2(K), sBK), GATE=gate, PREC=prec, num_warps=sW)
+                                           BK=min(_pow2(K), sBK), SUB=opt["sub"], GATE=gate, PREC=prec,
+                                           num_warps=sW)
 
     # 3. X = (I + A)^-1, W = X beta k e^G, U = X beta v
     W = torch.empty(B, T, H, K, device=dev, dtype=opt["inter"])

@@ -57,7 +57,14 @@ def _step_config(BH: int, K: int, V: int) -> tuple[int, int, int]:
 
 # Compiled kernels by everything Triton specializes on, for the fast launch below.
 _COMPILED: dict = {}
-_FAST = [True]
+_FAST: list = []        # [the current-stream getter] while the direct launch is in use
+
+
+def _init_fast():
+    try:
+        _FAST.append(triton.runtime.driver.active.get_current_stream)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def kda_step(q, k, v, g, beta, state, *, scale=None, config=None):
@@ -94,22 +101,25 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, config=None):
     if not q.is_cuda:
         _kda_step_kernel[grid](*args, num_warps=warps)
         return o
+    if not _COMPILED and not _FAST:
+        _init_fast()
     # Launch bound at small batch: Triton's generic launch path (argument binding and
     # specialization) costs more host time than the kernel takes on the GPU. After the first
     # call for a given specialization, launch the compiled kernel directly. The key holds what
-    # Triton specializes on here: dtypes, sizes, tiles and 16-byte alignment of every pointer.
-    key = (q.device.index, q.dtype, g.dtype, beta.dtype, K, V, BK, BV, gate, warps,
-           q.data_ptr() % 16 == 0, k.data_ptr() % 16 == 0, v.data_ptr() % 16 == 0, g.data_ptr() % 16 == 0,
-           beta.data_ptr() % 16 == 0, state.data_ptr() % 16 == 0, o.data_ptr() % 16 == 0)
-    kernel = _COMPILED.get(key) if _FAST[0] else None
+    # Triton specializes on here: dtypes, sizes, tiles, and 16-byte alignment of the pointers
+    # (all aligned is the only case cached; torch's allocations always are).
+    aligned = ((q.data_ptr() | k.data_ptr() | v.data_ptr() | g.data_ptr() | beta.data_ptr()
+                | state.data_ptr() | o.data_ptr()) & 15) == 0
+    key = (q.device.index, q.dtype, g.dtype, beta.dtype, K, V, BK, BV, gate, warps)
+    kernel = _COMPILED.get(key) if aligned and _FAST else None
     if kernel is not None:
         try:
-            kernel.run(grid[0], grid[1], 1, triton.runtime.driver.active.get_current_stream(key[0]),
-                       kernel.function, kernel.packed_metadata, None, None, None, *args)
+            kernel.run(grid[0], grid[1], 1, _FAST[0](key[0]), kernel.function, kernel.packed_metadata,
+                       None, None, None, *args)
             return o
         except Exception:  # noqa: BLE001 - an internal API changed: use the generic path from now on
-            _FAST[0] = False
+            _FAST.clear()
     kernel = _kda_step_kernel[grid](*args, num_warps=warps)
-    if _FAST[0] and hasattr(kernel, "run") and hasattr(kernel, "packed_metadata"):
+    if aligned and _FAST and hasattr(kernel, "run") and hasattr(kernel, "packed_metadata"):
         _COMPILED[key] = kernel
     return o

@@ -83,12 +83,17 @@ def test_chunked_without_initial_state_and_custom_scale():
 
 
 def test_chunked_half_precision_inputs():
+    """16-bit inputs keep W, U, P in the input dtype: fp16 stays within a few 1e-4 of the exact
+    answer on the same rounded inputs. (bf16 is checked against 5e-3 on the GPU by the benchmark:
+    the interpreter rounds bf16 by truncation, which doubles its error.)"""
     q, k, v, g, beta, S0 = make(70, 32, seed=5)
-    o, S = kernels.kda(*(x.bfloat16() for x in (q, k, v, g, beta)), initial_state=S0)
-    o_ref, S_ref = ops.kda(*d(*(x.bfloat16() for x in (q, k, v, g, beta))), initial_state=S0.double())
-    assert o.dtype == torch.bfloat16 and S.dtype == torch.float32
-    close(o, o_ref, rtol=1e-2)          # bf16 output rounding alone is ~3e-3
-    close(S, S_ref)
+    for dt, rtol in ((torch.float16, 1e-3), (torch.bfloat16, 2e-2)):
+        x16 = [x.to(dt) for x in (q, k, v, g, beta)]
+        o, S = kernels.kda(*x16, initial_state=S0)
+        o_ref, S_ref = ops.kda(*d(*x16), initial_state=S0.double())
+        assert o.dtype == dt and S.dtype == torch.float32
+        close(o, o_ref, rtol=rtol)
+        close(S, S_ref, rtol=rtol)
 
 
 def test_chunked_rejects_bad_input():
