@@ -27,13 +27,15 @@ def available() -> bool:
 
 
 def __getattr__(name):
+    # import on first use, then bind the name here so later look-ups are plain attribute reads
+    # (kda_step sits on a launch-bound path)
     if name in ("kda", "gated_delta_rule", "delta_rule"):
-        from . import chunk_delta
-        return getattr(chunk_delta, name)
-    if name == "kda_step":
-        from .step import kda_step
-        return kda_step
-    if name == "situ_glu":
-        from .situ import situ_glu
-        return situ_glu
-    raise AttributeError(f"module 'kernels' has no attribute {name!r}")
+        from . import chunk_delta as module
+    elif name == "kda_step":
+        from . import step as module
+    elif name == "situ_glu":
+        from . import situ as module
+    else:
+        raise AttributeError(f"module 'kernels' has no attribute {name!r}")
+    value = globals()[name] = getattr(module, name)
+    return value

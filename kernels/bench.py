@@ -293,7 +293,7 @@ def bench_chunk(ctx):
 
     if ctx["sweep"]:
         variants = [{}, {"sub": 8}, {"sub": 2}, {"scores": (32, 4)}, {"scores": (64, 8)}, {"state": (64, 8, 1)},
-                    {"inter": torch.float32, "dot": triton_fp32()}, {"split_apply": False}]
+                    {"inter": torch.float32, "dot": triton_fp32()}]
         for opt in variants:
             name = {key: str(val) for key, val in opt.items()}
             try:

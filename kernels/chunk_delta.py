@@ -17,19 +17,25 @@ entering the chunk, the delta writes u satisfy a unit-lower-triangular system:
     o_r   = (scale q_r e^{G_r}) S0 + sum_{s <= r} P[r, s] u_s,   P[r, s] = scale sum_i q_r[i] k_s[i] e^{G_r[i] - G_s[i]}
     S_end = e^{G_C} S0 + sum_s (k_s e^{G_C - G_s})^T u_s            (C = last token of the chunk)
 
-Four kernels, each launched once:
+Five kernels, each launched once:
 
 1. ``_chunk_cumsum_kernel``  (chunks, B*H): G = in-chunk cumsum of g, kept in fp32.
 2. ``_chunk_scores_kernel``  (chunks * 4, B*H): A and P, one 16-row block of a chunk per program.
-3. ``_chunk_solve_kernel``   (chunks, B*H): X = (I + A)^-1 by 16 x 16 blocks, then W and U.
-4. ``_chunk_state_kernel``   (V blocks, B*H): walks the chunks in order carrying S in registers,
+3. ``_chunk_solve_kernel``   (chunks, B*H): X = (I + A)^-1 by 16 x 16 blocks.
+4. ``_chunk_apply_kernel``   (chunks, B*H): W = X (beta k e^G), U = X (beta v).
+5. ``_chunk_state_kernel``   (V blocks, B*H): walks the chunks in order carrying S in registers,
    writes o and the final state.
 
 Overflow: decays are only ever exponentiated as differences that are <= 0. Where a product
 e^{G_r - G_s} must become a matmul, it is split at a token n between s and r:
-e^{G_r - G_n} e^{G_n - G_s}, both factors <= 1. Only the 16 x 16 diagonal blocks of A and P
-are computed pair by pair. Arguments are clamped with min(., 0) as well, so padded rows
-(t >= T, loaded as 0) can never produce inf * 0.
+e^{G_r - G_n} e^{G_n - G_s}, both factors <= 1: at the first token of the 16-token block for
+earlier blocks, then at every 4 tokens inside the diagonal block. Only 4 x 4 diagonal
+sub-blocks are computed pair by pair. Arguments are clamped with min(., 0) as well, so padded
+rows (t >= T, loaded as 0) can never produce inf * 0.
+
+Precision: fp32 inputs run every matmul in full fp32 (ieee). 16-bit inputs use tf32 in the
+parallel kernels, keep W, U, P in the input dtype and give the sequential kernel 16-bit matmul
+operands; accumulation and the state are always fp32.
 """
 from __future__ import annotations
 
@@ -123,10 +129,10 @@ def _chunk_scores_kernel(q, k, G, beta, A, P, scale, T,
                 row_c = (i_b * T + r0 + c * SUB) * H + i_h
                 b_gc = tl.load(G + row_c * K + o_k, mask=m_k & (o_k * 0 + r0 + c * SUB < T), other=0.)        # (BK,)
                 b_fc = tl.where((o_d < c * SUB)[:, None], tl.exp(tl.minimum(b_gc[None, :] - b_gr, 0.)), 0.)   # (BC, BK) <= 1
-                b_kc = tl.trans(b_kr * b_fc)                                                                   # (BK, BC)
-                m_c = (o_d // SUB == c)[:, None]
-                b_Ad += tl.dot(tl.where(m_c, b_kr * b_fr, 0.), b_kc, input_precision=PREC)
-                b_Pd += tl.dot(tl.where(m_c, b_qr * b_fr, 0.), b_kc, input_precision=PREC)
+                b_kd = tl.trans(b_kr * b_fc)                                                                   # (BK, BC)
+                m_sc = (o_d // SUB == c)[:, None]
+                b_Ad += tl.dot(tl.where(m_sc, b_kr * b_fr, 0.), b_kd, input_precision=PREC)
+                b_Pd += tl.dot(tl.where(m_sc, b_qr * b_fr, 0.), b_kd, input_precision=PREC)
             # ... and inside each sub-block, pair by pair: column j of every sub-block at once
             for j in range(0, SUB):
                 o_j = (o_d // SUB) * SUB + j                                                                  # (BC,) column of each row
@@ -188,70 +194,15 @@ def _store_block(X, b_x, i_b, i_h, T, t0, I: tl.constexpr, J: tl.constexpr,
     tl.store(X + rows[:, None] * BT + J * BC + o_a[None, :], b_x, mask=(o_t < T)[:, None])
 
 
-@triton.jit
-def _load_rhs(x, G, beta, i_b, i_h, T, t0, I: tl.constexpr, i_x, X: tl.constexpr,
-              H: tl.constexpr, BC: tl.constexpr, BX: tl.constexpr, GATE: tl.constexpr, DECAY: tl.constexpr):
-    """Rows of block I of beta x (DECAY: beta x e^G, x = k). (BC, BX)"""
-    o_a = tl.arange(0, BC)
-    o_t = t0 + I * BC + o_a
-    o_x = i_x + tl.arange(0, BX)
-    m = (o_t < T)[:, None] & (o_x < X)[None, :]
-    rows = (i_b * T + o_t) * H + i_h
-    b_x = tl.load(x + rows[:, None] * X + o_x[None, :], mask=m, other=0.).to(tl.float32)
-    b_x *= tl.load(beta + rows, mask=o_t < T, other=0.).to(tl.float32)[:, None]
-    if DECAY:
-        if GATE == 2:
-            b_x *= tl.exp(tl.minimum(tl.load(G + rows[:, None] * X + o_x[None, :], mask=m, other=0.), 0.))
-        elif GATE == 1:
-            b_x *= tl.exp(tl.minimum(tl.load(G + rows, mask=o_t < T, other=0.), 0.))[:, None]
-    return b_x
-
-
-@triton.jit
-def _store_rows(y, b_y, i_b, i_h, T, t0, I: tl.constexpr, i_x, X: tl.constexpr,
-                H: tl.constexpr, BC: tl.constexpr, BX: tl.constexpr):
-    o_t = t0 + I * BC + tl.arange(0, BC)
-    o_x = i_x + tl.arange(0, BX)
-    rows = (i_b * T + o_t) * H + i_h
-    tl.store(y + rows[:, None] * X + o_x[None, :], b_y.to(y.dtype.element_ty),
-             mask=(o_t < T)[:, None] & (o_x < X)[None, :])
-
-
-@triton.jit
-def _apply_inverse(x, y, G, beta, i_b, i_h, T, t0,
-                   b_X00, b_X10, b_X11, b_X20, b_X21, b_X22, b_X30, b_X31, b_X32, b_X33,
-                   X: tl.constexpr, H: tl.constexpr, BC: tl.constexpr, BX: tl.constexpr,
-                   GATE: tl.constexpr, DECAY: tl.constexpr, PREC: tl.constexpr):
-    """y = (I + A)^-1 (beta x [e^G]) block row by block row: y_I = sum_{J <= I} X_IJ rhs_J."""
-    for i_x in tl.static_range(0, X, BX):
-        b_r0 = _load_rhs(x, G, beta, i_b, i_h, T, t0, 0, i_x, X, H, BC, BX, GATE, DECAY)   # (BC, BX)
-        b_r1 = _load_rhs(x, G, beta, i_b, i_h, T, t0, 1, i_x, X, H, BC, BX, GATE, DECAY)
-        b_r2 = _load_rhs(x, G, beta, i_b, i_h, T, t0, 2, i_x, X, H, BC, BX, GATE, DECAY)
-        b_r3 = _load_rhs(x, G, beta, i_b, i_h, T, t0, 3, i_x, X, H, BC, BX, GATE, DECAY)
-        b_y0 = tl.dot(b_X00, b_r0, input_precision=PREC)
-        b_y1 = tl.dot(b_X10, b_r0, input_precision=PREC) + tl.dot(b_X11, b_r1, input_precision=PREC)
-        b_y2 = (tl.dot(b_X20, b_r0, input_precision=PREC) + tl.dot(b_X21, b_r1, input_precision=PREC)
-                + tl.dot(b_X22, b_r2, input_precision=PREC))
-        b_y3 = (tl.dot(b_X30, b_r0, input_precision=PREC) + tl.dot(b_X31, b_r1, input_precision=PREC)
-                + tl.dot(b_X32, b_r2, input_precision=PREC) + tl.dot(b_X33, b_r3, input_precision=PREC))
-        _store_rows(y, b_y0, i_b, i_h, T, t0, 0, i_x, X, H, BC, BX)
-        _store_rows(y, b_y1, i_b, i_h, T, t0, 1, i_x, X, H, BC, BX)
-        _store_rows(y, b_y2, i_b, i_h, T, t0, 2, i_x, X, H, BC, BX)
-        _store_rows(y, b_y3, i_b, i_h, T, t0, 3, i_x, X, H, BC, BX)
-
-
 @triton.jit(do_not_specialize=["T"])
-def _chunk_solve_kernel(k, v, G, beta, A, W, U, X, T,
-                        H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-                        BC: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-                        GATE: tl.constexpr, PREC: tl.constexpr, STORE_X: tl.constexpr):
-    """X = (I + A)^-1 for one chunk, then W = X (beta k e^G) and U = X (beta v).
+def _chunk_solve_kernel(A, X, T, H: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, PREC: tl.constexpr):
+    """X = (I + A)^-1 for one chunk. A and X: (B, T, H, BT), fp32.
 
     A is strictly lower triangular; with 16 x 16 blocks A_IJ and X_IJ:
       diagonal:  X_II = (I + A_II)^-1 by forward substitution on all four blocks at once
                  (row a of X_II - I is  -A_II[a] - A_II[a] (X_II - I), rows < a already final);
       below:     X_IJ = -X_II sum_{J <= M < I} A_IM X_MJ   (I > J).
-    W: (B, T, H, K), U: (B, T, H, V)."""
+    Only the lower blocks of X are written."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = (i_bh // H).to(tl.int64), i_bh % H
     t0 = i_t * BT
@@ -289,25 +240,17 @@ def _chunk_solve_kernel(k, v, G, beta, A, W, U, X, T,
                     + tl.dot(b_A31, b_X10, input_precision=PREC)
                     + tl.dot(b_A32, b_X20, input_precision=PREC), input_precision=PREC)
 
-    if STORE_X:
-        # X is block lower triangular: store its ten lower blocks, the next kernel applies it
-        _store_block(X, b_X00, i_b, i_h, T, t0, 0, 0, H, BT, BC)
-        _store_block(X, b_X10, i_b, i_h, T, t0, 1, 0, H, BT, BC)
-        _store_block(X, b_X11, i_b, i_h, T, t0, 1, 1, H, BT, BC)
-        _store_block(X, b_X20, i_b, i_h, T, t0, 2, 0, H, BT, BC)
-        _store_block(X, b_X21, i_b, i_h, T, t0, 2, 1, H, BT, BC)
-        _store_block(X, b_X22, i_b, i_h, T, t0, 2, 2, H, BT, BC)
-        _store_block(X, b_X30, i_b, i_h, T, t0, 3, 0, H, BT, BC)
-        _store_block(X, b_X31, i_b, i_h, T, t0, 3, 1, H, BT, BC)
-        _store_block(X, b_X32, i_b, i_h, T, t0, 3, 2, H, BT, BC)
-        _store_block(X, b_X33, i_b, i_h, T, t0, 3, 3, H, BT, BC)
-    else:
-        _apply_inverse(k, W, G, beta, i_b, i_h, T, t0,
-                       b_X00, b_X10, b_X11, b_X20, b_X21, b_X22, b_X30, b_X31, b_X32, b_X33,
-                       K, H, BC, BK, GATE, True, PREC)
-        _apply_inverse(v, U, G, beta, i_b, i_h, T, t0,
-                       b_X00, b_X10, b_X11, b_X20, b_X21, b_X22, b_X30, b_X31, b_X32, b_X33,
-                       V, H, BC, BV, GATE, False, PREC)
+    # X is block lower triangular: store its ten lower blocks, the next kernel applies it
+    _store_block(X, b_X00, i_b, i_h, T, t0, 0, 0, H, BT, BC)
+    _store_block(X, b_X10, i_b, i_h, T, t0, 1, 0, H, BT, BC)
+    _store_block(X, b_X11, i_b, i_h, T, t0, 1, 1, H, BT, BC)
+    _store_block(X, b_X20, i_b, i_h, T, t0, 2, 0, H, BT, BC)
+    _store_block(X, b_X21, i_b, i_h, T, t0, 2, 1, H, BT, BC)
+    _store_block(X, b_X22, i_b, i_h, T, t0, 2, 2, H, BT, BC)
+    _store_block(X, b_X30, i_b, i_h, T, t0, 3, 0, H, BT, BC)
+    _store_block(X, b_X31, i_b, i_h, T, t0, 3, 1, H, BT, BC)
+    _store_block(X, b_X32, i_b, i_h, T, t0, 3, 2, H, BT, BC)
+    _store_block(X, b_X33, i_b, i_h, T, t0, 3, 3, H, BT, BC)
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -428,8 +371,8 @@ def _state_config(K: int, V: int) -> tuple[int, int, int]:
 
 def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, name: str, options=None):
     """Checks, allocates, launches the four stages. ``options`` (benchmarks only) overrides
-    the tuned choices: inter (dtype of W, U, P), scores (BK, num_warps), split_apply (bool),
-    dot (operand dtype of the sequential kernel's matmuls for 16-bit inputs, a tl dtype),
+    the tuned choices: inter (dtype of W, U, P), scores (BK, num_warps), sub (diagonal
+    sub-block of the score kernel), dot (operand dtype of the sequential kernel's matmuls for 16-bit inputs, a tl dtype),
     state (BV, num_warps, num_stages)."""
     if q.dim() != 4 or k.shape != q.shape:
         raise ValueError(f"{name}: q and k must both be (B, T, H, K); got {tuple(q.shape)} and {tuple(k.shape)}")
@@ -473,7 +416,7 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
     # fp32 (2.0e-3 with fp32 storage). On the GPU only: the CPU interpreter has no bf16 matmul.
     half = q.dtype != torch.float32
     dot16 = tl.bfloat16 if q.dtype == torch.bfloat16 else tl.float16
-    opt = dict(inter=q.dtype, scores=(64, 4), sub=4, split_apply=True,
+    opt = dict(inter=q.dtype, scores=(64, 4), sub=4,
                dot=dot16 if half and q.is_cuda else tl.float32, state=_state_config(K, V))
     opt.update(options or {})
     q, k, v, beta = q.contiguous(), k.contiguous(), v.contiguous(), beta.contiguous()
@@ -501,18 +444,17 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
                                            BK=min(_pow2(K), sBK), SUB=opt["sub"], GATE=gate, PREC=prec,
                                            num_warps=sW)
 
-    # 3. X = (I + A)^-1, W = X beta k e^G, U = X beta v
+    # 3. X = (I + A)^-1
+    X = torch.empty(B, T, H, BT, device=dev, dtype=torch.float32)
+    _chunk_solve_kernel[(NT, B * H)](A, X, T, H=H, BT=BT, BC=BC, PREC=prec, num_warps=4)
+
+    # 4. W = X beta k e^G, U = X beta v
     W = torch.empty(B, T, H, K, device=dev, dtype=opt["inter"])
     U = torch.empty(B, T, H, V, device=dev, dtype=opt["inter"])
-    X = torch.empty(B, T, H, BT, device=dev, dtype=torch.float32) if opt["split_apply"] else A
-    _chunk_solve_kernel[(NT, B * H)](k, v, G, beta, A, W, U, X, T, H=H, K=K, V=V, BT=BT, BC=BC,
-                                     BK=BK, BV=BV, GATE=gate, PREC=prec, STORE_X=opt["split_apply"],
-                                     num_warps=4)
-    if opt["split_apply"]:
-        _chunk_apply_kernel[(NT, B * H)](k, v, G, beta, X, W, U, T, H=H, K=K, V=V, BT=BT, BC=BC,
-                                         BK=BK, BV=BV, GATE=gate, PREC=prec, num_warps=4)
+    _chunk_apply_kernel[(NT, B * H)](k, v, G, beta, X, W, U, T, H=H, K=K, V=V, BT=BT, BC=BC,
+                                     BK=BK, BV=BV, GATE=gate, PREC=prec, num_warps=4)
 
-    # 4. the chunks in order: o and the final state
+    # 5. the chunks in order: o and the final state
     o = torch.empty(B, T, H, V, device=dev, dtype=q.dtype)
     sBV, warps, stages = opt["state"]
     dot = opt["dot"] if q.dtype != torch.float32 else tl.float32

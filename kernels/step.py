@@ -55,6 +55,9 @@ def _step_config(BH: int, K: int, V: int) -> tuple[int, int, int]:
     return BK, BV, (4 if BK * BV <= 8192 else 8)
 
 
+_CONFIGS: dict = {}     # (B*H, K, V) -> _step_config(...): plain Python on the hot path
+
+
 # Compiled kernels by everything Triton specializes on, for the fast launch below.
 _COMPILED: dict = {}
 _FAST: list = []        # [the current-stream getter] while the direct launch is in use
@@ -94,9 +97,13 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, config=None):
     if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()
             and g.is_contiguous() and beta.is_contiguous()):
         raise ValueError("kda_step: q, k, v, g, beta must be contiguous")
-    BK, BV, warps = config or _step_config(B * H, K, V)
+    if config is None:
+        config = _CONFIGS.get((B * H, K, V))
+        if config is None:
+            config = _CONFIGS[(B * H, K, V)] = _step_config(B * H, K, V)
+    BK, BV, warps = config
     o = torch.empty_like(v)
-    grid = (B * H, triton.cdiv(V, BV))
+    grid = (B * H, (V + BV - 1) // BV)
     args = (q, k, v, g, beta, state, o, K ** -0.5 if scale is None else scale, K, V, BK, BV, gate)
     if not q.is_cuda:
         _kda_step_kernel[grid](*args, num_warps=warps)
