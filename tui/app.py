@@ -174,7 +174,7 @@ class LineageApp(App):
             return                             # a frame of a scenario that was replaced meanwhile
         self.index = i
         for panel in self.query(Panel):
-            panel.show(cursor, i)
+            panel.paced_show(cursor, i)
         made = len(getattr(cursor, "frames", ())) or cursor.total
         self.query_one(Timeline).set(i, cursor.total, made, self.playing, SPEEDS[self.speed_i])
         self.frames_shown += 1

@@ -6,6 +6,8 @@ dark grey: magnitude reads as brightness, sign as hue (blue negative, red/orange
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 from rich.color import Color
 from rich.style import Style
@@ -44,6 +46,7 @@ def colour(idx: int, scale: str) -> Color:
     return (_DIV_STYLES if scale == "diverging" else _SEQ_STYLES)[idx]
 
 
+@lru_cache(maxsize=1024)
 def half_block(top: int, bottom: int | None, scale: str) -> Style:
     """Style of a '▀' cell showing two values: the top one in the foreground, the bottom one behind."""
     fg = colour(top, scale)

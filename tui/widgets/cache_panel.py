@@ -2,8 +2,6 @@
 constant recurrent state, measured from the running model and projected to long context."""
 from __future__ import annotations
 
-import time
-
 from rich.text import Text
 from textual.widgets import Static
 
@@ -42,34 +40,20 @@ LEGEND_COLOURS = ["#ff8700", "#af87ff", "#87d700"]   # as the pro theme draws th
 
 class CachePanel(Panel):
     kind = "cache"
-    MIN_INTERVAL = 0.2          # plotting costs milliseconds: during playback redraw at most 5 times a second
+    MIN_INTERVAL = 0.2          # a plot costs ~15 ms: during playback redraw at most 5 times a second
 
     def compose(self):
         yield Static(id="plot")
         yield Static(id="legend")
 
-    def on_mount(self) -> None:
-        self._drawn_at = 0.0
-        self._pending = None
-
     def show(self, cursor, i: int) -> None:
-        now = time.monotonic()
-        if now - self._drawn_at < self.MIN_INTERVAL and getattr(self.app, "playing", False):
-            if self._pending is None:
-                self._pending = self.set_timer(self.MIN_INTERVAL, lambda: self._flush(cursor))
-            return
         self._draw(cursor, i)
 
-    def _flush(self, cursor) -> None:
-        self._pending = None
-        self._draw(cursor, self.app.index)
-
     def _draw(self, cursor, i: int) -> None:
-        self._drawn_at = time.monotonic()
         info, f = cursor.info, cursor.frame(i)
         m = self.options.get("model", 0)
         if info["models"][m]["kind"] != "lm":
-            self.query_one("#legend", Static).update("cache: this is a toy memory (no cache)")
+            self.put(self.query_one("#legend", Static), "cache: this is a toy memory (no cache)")
             return
         b = model_bytes(f, info, m)
         ctx = int(self.options.get("context") or 1 << 20)
@@ -78,7 +62,7 @@ class CachePanel(Panel):
         width = max(30, (self.content_region.width or 80) - 2)
         height = 16 if width >= 60 else 11
         plot = self._plot(b, ctx, cross, width, height)
-        self.query_one("#plot", Static).update(plot)
+        self.put(self.query_one("#plot", Static), plot)
         from lineage.memory import batch_per_card
         weights = int(b["params"] * 2)
         batch = batch_per_card(ctx, int(per_tok), weights, state_bytes=b["state"]) if per_tok else None
@@ -90,10 +74,12 @@ class CachePanel(Panel):
         t.append(f"\nat {ctx:,} tokens: cache {_fmt(per_tok * ctx)}, as plain MHA {_fmt(b['kv_equiv_per_tok'] * ctx)}")
         if batch is not None:
             t.append(f"; {batch:,} sequences per 141 GB card (fp32 cache)")
-        self.query_one("#legend", Static).update(t)
+        self.put(self.query_one("#legend", Static), t)
         # grid rows keep the height they first measured; say how tall the content now is
         legend_lines = sum(1 + len(line) // max(width, 1) for line in t.plain.split("\n"))
-        self.styles.height = len(plot.plain.split("\n")) + legend_lines + 2
+        height = len(plot.plain.split("\n")) + legend_lines + 2
+        if self.styles.height is None or self.styles.height.value != height:
+            self.styles.height = height
 
     def _plot(self, b: dict, ctx: int, cross, width: int, height: int):
         """Log-log lines, drawn on log10 values with linear axes (plotext's own log scale

@@ -6,6 +6,7 @@ import numpy as np
 from textual.widgets import Static
 
 from .heatmap import Heatmap, colour_bar
+from .sweep import Sweep
 from .panel import Panel
 from .state_panel import layers_with
 
@@ -20,7 +21,7 @@ class DecayPanel(Panel):
         yield Static(id="legend")
 
     def on_mount(self) -> None:
-        self._cols: dict[tuple, np.ndarray] = {}   # (model, layer, head, step) -> column, so history is read once
+        self._sweep = Sweep()
 
     def _layer(self, info) -> int | None:
         layers = layers_with(info, self.options.get("model", 0), DECAY_KINDS)
@@ -35,28 +36,23 @@ class DecayPanel(Panel):
         m = self.options.get("model", 0)
         layer = self._layer(info)
         if layer is None:
-            self.query_one("#legend", Static).update("no gated layer in this model")
+            self.put(self.query_one("#legend", Static), "no gated layer in this model")
             return
         h = self.options.get("head", 0)
-        span = max(8, min(96, self.size.width - 4 if self.size.width else 48))
-        cols = []
-        for j in range(max(0, i - span + 1), i + 1):
-            key = (m, layer, h, j)
-            if key not in self._cols:
-                d = cursor.frame(j).get(m, "decay", layer)
-                self._cols[key] = np.atleast_1d(d[min(h, d.shape[0] - 1)]).astype(np.float64)
-            cols.append(self._cols[key])
-        if len(self._cols) > 8192:
-            self._cols.clear()
-        A = np.stack(cols, axis=1)                                       # (channels, steps)
+
+        def column(j):
+            d = cursor.frame(j).get(m, "decay", layer)
+            return np.atleast_1d(d[min(h, d.shape[0] - 1)]).astype(np.float64)
+
+        A = self._sweep.update((m, layer, h), i, column, self.size.width)
         self.query_one(Heatmap).set_data(A, "sequential", vmax=1.0)
-        now = A[:, -1]
+        now = column(i)
         per = "channel" if A.shape[0] > 1 else "head"
-        self.border_title = f"decay · L{layer} head {h} · alpha per {per} · last {A.shape[1]} steps"
+        self.set_title(f"decay · L{layer} head {h} · alpha per {per} · last {A.shape[1]} steps, sweeping")
         legend = colour_bar("sequential", 1.0, no_color=self.app.no_color)
         legend.append(f"   holding (>0.9): {int((now > 0.9).sum())}/{now.size}   clearing (<0.1): "
                       f"{int((now < 0.1).sum())}   mean {now.mean():.3f}")
-        self.query_one("#legend", Static).update(legend)
+        self.put(self.query_one("#legend", Static), legend)
 
     def pick_layer(self, delta: int) -> bool:
         layers = layers_with(self.app.cursor.info, self.options.get("model", 0), DECAY_KINDS)

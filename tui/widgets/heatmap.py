@@ -13,12 +13,15 @@ import numpy as np
 from rich.segment import Segment
 from rich.style import Style
 from textual.message import Message
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
 from .. import palette
 
 CURSOR = Style(color="#ffffff", bold=True)
+_PLAIN = Style()
+_REVERSE = Style(reverse=True)
 
 
 class Heatmap(Widget, can_focus=True):
@@ -44,6 +47,7 @@ class Heatmap(Widget, can_focus=True):
         self.idx = np.zeros((0, 0), dtype=np.int64)
         self.cursor = (0, 0)
         self._strips: list[Strip] = []
+        self._shown = None          # colour steps on screen, to send only what changed
         self._stride = 1
 
     # -- data -------------------------------------------------------------------------
@@ -61,8 +65,24 @@ class Heatmap(Widget, can_focus=True):
             self.idx = palette.sequential_index(data, vmin, self.vmax)
         r, c = self.cursor
         self.cursor = (min(r, max(data.shape[0] - 1, 0)), min(c, max(data.shape[1] - 1, 0)))
-        self._build()
-        self.refresh(layout=True)
+        old = self._shown
+        self._shown = self.idx.copy()
+        if old is None or old.shape != self.idx.shape or not self._strips:
+            self._build()
+            self.refresh(layout=old is None or old.shape != self.idx.shape)
+            return
+        # redraw only what changed: per terminal line, the span of cells whose colour step moved
+        # (a scrolling decay map mostly shifts identical colours, so little is sent over SSH)
+        per = self._rows_per_line()
+        changed = old != self.idx                                          # (rows, cols)
+        if per == 2 and changed.shape[0] % 2:
+            changed = np.vstack([changed, np.zeros((1, changed.shape[1]), dtype=bool)])
+        lines = changed.reshape(-1, per, changed.shape[1]).any(axis=1)     # (lines, cols)
+        for y in np.flatnonzero(lines.any(axis=1)):
+            cols = np.flatnonzero(lines[y])
+            self._strips[y] = self._line(int(y))
+            x0, x1 = cols[0] // self._stride, cols[-1] // self._stride
+            self.refresh(Region(int(x0), int(y), int(x1 - x0 + 1), 1))
 
     @property
     def value_under_cursor(self) -> float | None:
@@ -87,21 +107,28 @@ class Heatmap(Widget, can_focus=True):
         rows, cols = self.idx.shape
         r0 = y * per
         cr, cc = self.cursor
-        segs = []
+        cells = []                                   # (text, style) per cell, merged into runs below
         for c in range(0, cols, self._stride):
             top = int(self.idx[r0, c])
             bottom = int(self.idx[r0 + 1, c]) if per == 2 and r0 + 1 < rows else None
             here = self.has_focus and c <= cc < c + self._stride and cr in (r0, r0 + per - 1)
             if per == 1:
-                ch = palette.glyph(top, self.scale)
-                segs.append(Segment("X" if here else ch, Style(reverse=here)))
+                cells.append(("X" if here else palette.glyph(top, self.scale), _REVERSE if here else _PLAIN))
             elif here:
-                ch = "▲" if cr == r0 else "▼"
                 other = bottom if cr == r0 else top
-                segs.append(Segment(ch, CURSOR + Style(bgcolor=palette.colour(other if other is not None else 6, self.scale))))
+                cells.append(("▲" if cr == r0 else "▼",
+                              CURSOR + Style(bgcolor=palette.colour(other if other is not None else 6, self.scale))))
             else:
-                segs.append(Segment("▀", palette.half_block(top, bottom, self.scale)))
-        return Strip(segs, len(segs))
+                cells.append(("▀", palette.half_block(top, bottom, self.scale)))
+        # runs of one style become one segment: one escape sequence instead of one per cell,
+        # which is most of what a heatmap line costs over SSH
+        segs: list[Segment] = []
+        for text, style in cells:
+            if segs and segs[-1].style is style:
+                segs[-1] = Segment(segs[-1].text + text, style)
+            else:
+                segs.append(Segment(text, style))
+        return Strip(segs, len(cells))
 
     def _build(self) -> None:
         width = self.size.width or self.data.shape[1] or 1
@@ -111,6 +138,7 @@ class Heatmap(Widget, can_focus=True):
 
     def on_resize(self) -> None:
         self._build()
+        self.refresh()
 
     def render_line(self, y: int) -> Strip:
         # pad with the widget's own style: a None style trips Textual's NO_COLOR filter

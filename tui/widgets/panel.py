@@ -16,17 +16,55 @@ class Panel(Vertical, can_focus=True):
     Panel:focus-within { border: round $accent; }
     """
     kind = "panel"
+    # During playback a panel that is costly to draw redraws at most this often (seconds);
+    # stepping by hand always draws at once. 0: every frame.
+    MIN_INTERVAL = 0.0
 
     def __init__(self, options: dict, **kw):
         super().__init__(**kw)
         self.options = dict(options)
         self.border_title = self.title()
 
+    def put(self, static, content) -> None:
+        """Update a Static, asking for a layout pass only when its line count may change
+        (a relayout of the whole grid on every step cost more than drawing the step)."""
+        plain = content.plain if hasattr(content, "plain") else str(content)
+        width = max(1, static.size.width)
+        shape = sum(1 + len(line) // width for line in plain.split("\n"))
+        last = getattr(static, "_lineage_shape", None)
+        static._lineage_shape = shape
+        static.update(content, layout=shape != last)
+
+    def set_title(self, text: str) -> None:
+        """Changing a border title repaints the whole panel region; skip it when nothing changed."""
+        if self.border_title != text:
+            self.border_title = text
+
     def title(self) -> str:
         return self.options.get("title") or self.kind
 
     def show(self, cursor, i: int) -> None:
         raise NotImplementedError
+
+    def paced_show(self, cursor, i: int) -> None:
+        """show(), but during playback no more often than MIN_INTERVAL; the last frame is
+        always drawn (a timer catches up with the newest one)."""
+        import time
+        now = time.monotonic()
+        if self.MIN_INTERVAL and getattr(self.app, "playing", False) \
+                and now - getattr(self, "_paced_at", 0.0) < self.MIN_INTERVAL:
+            if getattr(self, "_paced_timer", None) is None:
+                self._paced_timer = self.set_timer(self.MIN_INTERVAL, self._paced_catch_up)
+            return
+        self._paced_at = now
+        self.show(cursor, i)
+
+    def _paced_catch_up(self) -> None:
+        import time
+        self._paced_timer = None
+        self._paced_at = time.monotonic()
+        if self.app.cursor is not None:
+            self.show(self.app.cursor, self.app.index)
 
     # pickers; panels that have layers or heads override these
     def pick_layer(self, delta: int) -> bool:

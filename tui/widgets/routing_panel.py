@@ -7,6 +7,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from .heatmap import Heatmap
+from .sweep import Sweep
 from .panel import Panel
 
 SPARK = " ▁▂▃▄▅▆▇█"
@@ -20,7 +21,7 @@ class RoutingPanel(Panel):
         yield Static(id="legend")
 
     def on_mount(self) -> None:
-        self._cols: dict[tuple, np.ndarray] = {}
+        self._sweep = Sweep()
 
     def _moe_layers(self, info) -> list[int]:
         cfg = info["models"][self.options.get("model", 0)]["config"]
@@ -31,31 +32,24 @@ class RoutingPanel(Panel):
         m = self.options.get("model", 0)
         layers = self._moe_layers(info)
         if not layers:
-            self.query_one("#legend", Static).update("no MoE layer in this model")
+            self.put(self.query_one("#legend", Static), "no MoE layer in this model")
             return
         if self.options.get("layer") not in layers:
             self.options["layer"] = layers[0]
         layer = self.options["layer"]
         moe = info["models"][m]["config"]["moe"]
         E = moe["n_experts"]
-        span = max(8, min(96, self.size.width - 4 if self.size.width else 48))
-        cols = []
-        for j in range(max(0, i - span + 1), i + 1):
-            key = (m, layer, j)
-            if key not in self._cols:
-                fj = cursor.frame(j)
-                col = np.zeros(E)
-                col[fj.get(m, "experts", layer)] = fj.get(m, "weights", layer)
-                self._cols[key] = col
-            cols.append(self._cols[key])
-        if len(self._cols) > 8192:
-            self._cols.clear()
-        W = np.stack(cols, axis=1)                                        # (experts, steps)
-        self.query_one(Heatmap).set_data(W, "sequential", vmax=max(float(W.max()), 1e-9))
+        def column(j):
+            fj = cursor.frame(j)
+            col = np.zeros(E)
+            col[fj.get(m, "experts", layer)] = fj.get(m, "weights", layer)
+            return col
+
+        W = self._sweep.update((m, layer), i, column, self.size.width)     # (experts, steps)
+        self.query_one(Heatmap).set_data(W, "sequential", vmax=1.0)
         load = f.get(m, "load", layer)
         share = f.layer_meta(m, layer).get("shared_share")
-        self.border_title = (f"routing · L{layer} · {moe['top_k']} of {E} experts"
-                             f" + {moe['n_shared']} shared")
+        self.set_title(f"routing · L{layer} · {moe['top_k']} of {E} experts + {moe['n_shared']} shared")
         t = Text("load  ")
         if load is not None:
             top = max(int(load.max()), 1)
@@ -65,7 +59,7 @@ class RoutingPanel(Panel):
         t.append(f"\nnow: {now}")
         if share is not None:
             t.append(f"   shared share {share:.2f}")
-        self.query_one("#legend", Static).update(t)
+        self.put(self.query_one("#legend", Static), t)
 
     def pick_layer(self, delta: int) -> bool:
         layers = self._moe_layers(self.app.cursor.info)

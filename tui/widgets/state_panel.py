@@ -42,7 +42,7 @@ class StatePanel(Panel):
         m = self.options.get("model", 0)
         layer = self._layer(info)
         if layer is None:
-            self.query_one("#legend", Static).update("this model has no recurrent state")
+            self.put(self.query_one("#legend", Static), "this model has no recurrent state")
             return
         S = f.get(m, "S", layer)
         H = S.shape[0]
@@ -59,8 +59,9 @@ class StatePanel(Panel):
         hm.set_data(data, "diverging")
         name = info["models"][m]["name"]
         what = {"S": "S", "dS": "delta S (last write)", "error": "v - read-back"}[q]
-        self.border_title = f"state · {name} · L{layer} {kind} · head {h}/{H} · {what}"
-        self.border_subtitle = f"[ ] layer  , . head  t quantity  hjkl cursor"
+        self.set_title(f"state · {name} · L{layer} {kind} · head {h}/{H} · {what}")
+        if not self.border_subtitle:
+            self.border_subtitle = "[ ] layer  , . head  t quantity  hjkl cursor"
         self._legend(hm)
 
     def _legend(self, hm: Heatmap) -> None:
@@ -69,7 +70,7 @@ class StatePanel(Panel):
         bar = colour_bar("diverging", hm.vmax, no_color=self.app.no_color)
         if val is not None:
             bar.append(f"   [{r},{c}] = {val:+.4f}   |norm| {np.linalg.norm(hm.data):.3f}")
-        self.query_one("#legend", Static).update(bar)
+        self.put(self.query_one("#legend", Static), bar)
 
     def on_heatmap_cursor_moved(self, event: Heatmap.CursorMoved) -> None:
         self._legend(event.heatmap)

@@ -35,14 +35,13 @@ class Timeline(Widget):
         label = self._label()
         w = self._bar_width()
         t = Text(label, Style(bold=True))
-        if self.total:
+        if self.total:   # three runs, not one styled cell per column: fewer bytes per repaint
             pos = min(w - 1, self.step * w // max(self.total, 1))
-            made = min(w, self.made * w // max(self.total, 1))
-            for x in range(w):
-                if x == pos:
-                    t.append("●", Style(color="#ffd75f", bold=True))
-                else:
-                    t.append("━" if x < made else "─", Style(color="#5f87af" if x < made else "#444444"))
+            made = max(pos, min(w, self.made * w // max(self.total, 1)))
+            t.append("━" * pos, Style(color="#5f87af"))
+            t.append("●", Style(color="#ffd75f", bold=True))
+            t.append("━" * max(0, made - pos - 1), Style(color="#5f87af"))
+            t.append("─" * max(0, w - max(made, pos + 1)), Style(color="#444444"))
         return t
 
     def on_click(self, event) -> None:

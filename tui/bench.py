@@ -1,0 +1,129 @@
+"""Measure the app from outside, in a pseudo-terminal, as a user's terminal would see it.
+
+    python -m tui.bench [--size 160 50] [--steps 200] [SCENARIO]
+
+Reports: time to the first paint and to the first model frame after launch, autoplay speed at
+"max" with every panel live, bytes written to the terminal per step, and resident memory.
+"""
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import pty
+import re
+import select
+import struct
+import sys
+import termios
+import time
+
+STEP = re.compile(rb"step (\d+) / ([1-9]\d*)")
+
+
+def _read(fd: int, timeout: float) -> bytes:
+    r, _, _ = select.select([fd], [], [], timeout)
+    if not r:
+        return b""
+    try:
+        return os.read(fd, 1 << 16)
+    except OSError:
+        return b""
+
+
+def _rss_mb(pid: int) -> float:
+    total = 0
+    try:   # the app and any children it spawned
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+    except OSError:
+        pass
+    return total / 1024
+
+
+def measure(scenario: str | None, cols: int, rows: int, steps: int) -> dict:
+    argv = [sys.executable, "-m", "tui.cli"] + (["run", scenario] if scenario else [])
+    t0 = time.perf_counter()
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ.update(TERM="xterm-256color", COLORTERM="truecolor", COLUMNS=str(cols), LINES=str(rows))
+        os.execv(argv[0], argv)
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    out = {"size": f"{cols}x{rows}"}
+    buf = b""
+    first_paint = first_frame = None
+    deadline = time.perf_counter() + 120
+    while time.perf_counter() < deadline and first_frame is None:
+        chunk = _read(fd, 0.05)
+        now = time.perf_counter()
+        if chunk:
+            buf += chunk
+            if first_paint is None and (b"lineage" in buf or b"opening" in buf or b"\x1b[" in buf and len(buf) > 2000):
+                first_paint = now - t0
+            if STEP.search(buf):
+                first_frame = now - t0
+    out["first paint (s)"] = first_paint
+    out["first model frame (s)"] = first_frame
+    # drain, then go to max speed and play
+    end = time.perf_counter() + 1.0
+    while time.perf_counter() < end:
+        _read(fd, 0.05)
+    for key in b"+++++":
+        os.write(fd, bytes([key]))
+        time.sleep(0.05)
+    end = time.perf_counter() + 0.5
+    while time.perf_counter() < end:
+        _read(fd, 0.05)
+    os.write(fd, b" ")
+    t_play = time.perf_counter()
+    stream = b""
+    marks = []                      # (byte offset, step, time) of each new counter value
+    while time.perf_counter() - t_play < 120:
+        chunk = _read(fd, 0.2)
+        if not chunk:
+            continue
+        base = len(stream)
+        stream += chunk
+        now = time.perf_counter()
+        for m in STEP.finditer(stream, max(0, base - 32)):
+            s = int(m.group(1))
+            if not marks or s > marks[-1][1]:
+                marks.append((m.start(), s, now))
+        if marks and marks[-1][1] - marks[0][1] >= steps:
+            break
+    out["rss (MB)"] = _rss_mb(pid)
+    os.write(fd, b" q")
+    time.sleep(0.5)
+    try:
+        os.kill(pid, 9)
+    except OSError:
+        pass
+    if len(marks) > 2:
+        (b0, s0, t0_), (b1, s1, t1) = marks[0], marks[-1]
+        n = s1 - s0
+        out["autoplay steps"] = n
+        out["autoplay steps/s (max speed)"] = n / (t1 - t0_)
+        out["bytes per step (mean)"] = (b1 - b0) / n
+        # bytes between one counter value and the next, per step it advanced
+        per = sorted((b - a) / (sb - sa) for (a, sa, _), (b, sb, _) in zip(marks, marks[1:]))
+        out["bytes per step (median)"] = per[len(per) // 2]
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("scenario", nargs="?")
+    p.add_argument("--size", type=int, nargs=2, default=[160, 50])
+    p.add_argument("--steps", type=int, default=200)
+    a = p.parse_args(argv)
+    res = measure(a.scenario, a.size[0], a.size[1], a.steps)
+    print(f"# {time.strftime('%Y-%m-%d')} {os.cpu_count()} cores, terminal {res['size']}")
+    for k, v in res.items():
+        print(f"{k:<32} {v:.3f}" if isinstance(v, float) else f"{k:<32} {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

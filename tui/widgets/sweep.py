@@ -1,0 +1,33 @@
+"""A time-by-channel picture that sweeps instead of scrolling.
+
+Column `step % span` holds step `step`; the column after the newest is left blank as the sweep
+head. Stepping forward changes two columns, so the terminal is sent two columns, not the
+whole picture (a scrolling map changes every cell every step: 14 KB a step at 160 x 50).
+Jumps rebuild the buffer from the recorded frames.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class Sweep:
+    def __init__(self):
+        self.key = None
+        self.last = None
+        self.buf = None
+
+    def update(self, key, i: int, column, width: int) -> np.ndarray:
+        """column(j) -> 1-D array for step j. Returns the (channels, span) picture for step i."""
+        span = max(8, min(96, (width or 52) - 4))
+        fresh = self.buf is None or key != self.key or self.buf.shape[1] != span
+        if fresh or self.last is None or not (0 < i - self.last <= 2):
+            first = column(i)
+            self.buf = np.zeros((first.shape[0], span))
+            for j in range(max(0, i - span + 2), i + 1):
+                self.buf[:, j % span] = column(j) if j != i else first
+        else:
+            for j in range(self.last + 1, i + 1):
+                self.buf[:, j % span] = column(j)
+        self.buf[:, (i + 1) % span] = 0.0        # the sweep head: a blank column after "now"
+        self.key, self.last = key, i
+        return self.buf
