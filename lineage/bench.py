@@ -3,6 +3,7 @@
     python -m lineage.bench            # all
     python -m lineage.bench step       # k3-mini one-token step, observations on vs off
     python -m lineage.bench chunk      # chunked vs recurrent kda at T = 4096
+    python -m lineage.bench gpu        # k3-mini on CUDA: reference vs Triton backend
 """
 from __future__ import annotations
 
@@ -68,6 +69,44 @@ def bench_chunk(T: int = 4096, B: int = 1, H: int = 4, K: int = 64, reps: int = 
             "speed-up chunked / recurrent": rec / chk}
 
 
+def bench_gpu(steps: int = 200, prefill: int = 64) -> dict:
+    """k3-mini on one CUDA device, B = 1, fp32: the observed step the app makes, the bare step on
+    the reference and on the Triton backend, and a 4096-token prefill on both backends."""
+    from .backend import set_backend
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    model = LM(get_preset("k3-mini")).to(dev).eval()
+    ids = torch.randint(0, 256, (1, 4096), device=dev)
+    out = {"device": torch.cuda.get_device_name(0)}
+
+    def timed(fn, reps):
+        for _ in range(5):
+            fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times) * 1e3
+
+    with torch.inference_mode():
+        for backend in ("reference", "triton"):
+            set_backend(model, backend)
+            _, start = model(ids[:, :prefill])
+            st = [start]
+            tok = ids[:, prefill]
+
+            def step(observe):
+                _, st[0] = model.step(tok, st[0], {} if observe else None)
+            if backend == "reference":
+                out["k3-mini step, all observations, reference (ms)"] = timed(lambda: step(True), steps)
+            out[f"k3-mini step, no observations, {backend} (ms)"] = timed(lambda: step(False), steps)
+            out[f"k3-mini prefill T=4096, {backend} (ms)"] = timed(lambda: model(ids), 5)
+    return out
+
+
 def machine() -> str:
     return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
             f"torch {torch.__version__} ({torch.get_num_threads()} threads), Python {platform.python_version()}")
@@ -77,9 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     which = (argv if argv is not None else sys.argv[1:]) or ["step", "chunk"]
     print(f"# {time.strftime('%Y-%m-%d')} {machine()}")
     for name in which:
-        res = {"step": bench_step, "chunk": bench_chunk}[name]()
+        res = {"step": bench_step, "chunk": bench_chunk, "gpu": bench_gpu}[name]()
         for key, val in res.items():
-            print(f"{key:<48} {val:10.3f}")
+            print(f"{key:<52} {val:10.3f}" if isinstance(val, float) else f"{key:<52} {val}")
     return 0
 
 

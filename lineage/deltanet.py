@@ -27,6 +27,9 @@ class DeltaState:
 
 
 class DeltaNet(nn.Module):
+    OP = "delta_rule"           # the function in lineage.ops (reference) or kernels (triton)
+    backend = "reference"       # set by lineage.backend.set_backend
+
     def __init__(self, cfg: DeltaNetConfig):
         super().__init__()
         self.cfg = cfg
@@ -49,7 +52,13 @@ class DeltaNet(nn.Module):
         return self.o_proj(self.o_norm(o).flatten(-2))
 
     def _op(self, q, k, v, g, beta, initial_state):
-        return ops.delta_rule(q, k, v, beta, initial_state=initial_state, chunk_size=self.cfg.chunk_size)
+        """The whole-sequence recurrence: the chunked reference, or the Triton kernel (chunk 64,
+        fp32 state) when the backend says so."""
+        gates = (beta,) if g is None else (g, beta)
+        if self.backend == "triton":
+            import kernels
+            return getattr(kernels, self.OP)(q, k, v, *gates, initial_state=initial_state, chunk_size=64)
+        return getattr(ops, self.OP)(q, k, v, *gates, initial_state=initial_state, chunk_size=self.cfg.chunk_size)
 
     # -- shared ----------------------------------------------------------------------------
     def _qkvb(self, x: Tensor, conv_cache: Tensor | None):
@@ -74,8 +83,16 @@ class DeltaNet(nn.Module):
         q, k, v, beta, conv = self._qkvb(x, None if state is None else state.conv)
         q, k, v, beta = q[:, 0], k[:, 0], v[:, 0], beta[:, 0]                      # (B, H, K), (B, H)
         B, H, K = q.shape
-        S = q.new_zeros(B, H, K, v.shape[-1]) if state is None else state.S
         g = self._decay(x)
+        if obs is None and self.backend == "triton":
+            # one fused launch; the fp32 state is updated in place (observing needs the
+            # read-back and the write, so an observed step takes the written-out path below)
+            import kernels
+            S = torch.zeros(B, H, K, v.shape[-1], device=q.device, dtype=torch.float32) if state is None \
+                else state.S.float().contiguous()
+            o = kernels.kda_step(q, k, v, None if g is None else g[:, 0], beta, S)
+            return self._output(x, o[:, None])[:, 0], DeltaState(S, conv)
+        S = q.new_zeros(B, H, K, v.shape[-1]) if state is None else state.S.to(q.dtype)
         alpha = None
         if g is not None:
             alpha = g[:, 0].exp()                                                 # (B, H) or (B, H, K)

@@ -7,7 +7,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import ops
 from .configs import GatedDeltaNetConfig
 from .deltanet import DeltaNet
 
@@ -22,6 +21,8 @@ def init_decay_params(n_a: int, n_dt: int) -> tuple[nn.Parameter, nn.Parameter]:
 
 
 class GatedDeltaNet(DeltaNet):
+    OP = "gated_delta_rule"
+
     def __init__(self, cfg: GatedDeltaNetConfig):
         super().__init__(cfg)
         H, K = cfg.n_heads, cfg.head_dim
@@ -35,6 +36,3 @@ class GatedDeltaNet(DeltaNet):
     def _output(self, x: Tensor, o: Tensor) -> Tensor:
         gate = F.silu(self.g_proj(x)).view(o.shape)                               # (B, T, H, V)
         return self.o_proj((self.o_norm(o) * gate).flatten(-2))
-
-    def _op(self, q, k, v, g, beta, initial_state):
-        return ops.gated_delta_rule(q, k, v, g, beta, initial_state=initial_state, chunk_size=self.cfg.chunk_size)

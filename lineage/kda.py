@@ -5,13 +5,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import ops
 from .configs import KDAConfig
 from .deltanet import DeltaNet
 from .gated_deltanet import init_decay_params
 
 
 class KDA(DeltaNet):
+    OP = "kda"
+
     def __init__(self, cfg: KDAConfig):
         super().__init__(cfg)
         H, K = cfg.n_heads, cfg.head_dim
@@ -38,6 +39,3 @@ class KDA(DeltaNet):
     def _output(self, x: Tensor, o: Tensor) -> Tensor:
         gate = torch.sigmoid(self.gate(x)).view(o.shape)                          # (B, T, H, V)
         return self.o_proj((self.o_norm(o) * gate).flatten(-2))
-
-    def _op(self, q, k, v, g, beta, initial_state):
-        return ops.kda(q, k, v, g, beta, initial_state=initial_state, chunk_size=self.cfg.chunk_size)

@@ -92,6 +92,9 @@ class _LMRunner:
         if sc.weights.checkpoint is not None:
             _load_checkpoint(model, sc, base_dir)
         self.model = model.to(device=device, dtype=dtype).eval()
+        from .backend import resolve, set_backend
+        self.backend, self.backend_note = resolve(device)
+        set_backend(self.model, self.backend)
         self.device = device
         self.state = None
         self.logits = None
@@ -248,6 +251,7 @@ class Session(Cursor):
                     from .params import count
                     info_models.append({"name": s.label, "kind": "lm", "config": dataclasses.asdict(cfg),
                                         "params": count(cfg)["total"]})
+                self.notes += sorted({r.backend_note for r in self.runners if r.backend_note})
                 P = sc.decoding.prefill
                 for r in self.runners:
                     r.prefill(self.tokens[:P])
@@ -258,7 +262,15 @@ class Session(Cursor):
                      "captions": [c.model_dump() for c in sc.captions],
                      "figure": sc.figure.model_dump() if sc.figure is not None else None,
                      "device": str(self.device) if specs else "none", "dtype": sc.dtype,
+                     "backend": self._backend_label(),
                      "decoding": sc.decoding.model_dump(), "notes": self.notes}
+
+    def _backend_label(self) -> str:
+        lm = [r for r in self.runners if isinstance(r, _LMRunner)]
+        if not lm:
+            return "reference (toy memory)" if self.runners else "none (arithmetic)"
+        b = lm[0].backend
+        return "triton (prefill and unobserved steps; observed steps use the reference)" if b == "triton" else b
 
     @staticmethod
     def _small(sc: Scenario) -> bool:

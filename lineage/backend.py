@@ -1,0 +1,40 @@
+"""Which implementation runs the delta-rule family: the Triton kernels or the readable reference.
+
+`auto` (the default) takes the kernels when the model is on a CUDA device and Triton is
+importable; `LINEAGE_BACKEND=reference|triton` forces a choice. Forcing `triton` where it
+cannot run falls back to the reference and says why (the status bar shows it).
+"""
+from __future__ import annotations
+
+import os
+
+CHOICES = ("auto", "reference", "triton")
+
+
+def resolve(device) -> tuple[str, str | None]:
+    """(backend, note) for a model on `device`; note explains a fallback, else None."""
+    want = os.environ.get("LINEAGE_BACKEND", "auto").strip().lower() or "auto"
+    if want not in CHOICES:
+        return "reference", f"LINEAGE_BACKEND={want!r} is not one of {', '.join(CHOICES)}: using the reference"
+    if want == "reference":
+        return "reference", None
+    try:
+        import kernels
+        here = kernels.available()
+    except Exception:  # a broken triton install must not stop the app
+        here = False
+    interpret = os.environ.get("TRITON_INTERPRET") == "1"
+    runs = here and (getattr(device, "type", str(device)) == "cuda" or interpret)
+    if want == "triton":
+        if runs:
+            return "triton", None
+        return "reference", "LINEAGE_BACKEND=triton but Triton kernels cannot run here (no CUDA or no triton): using the reference"
+    return ("triton" if runs and not interpret else "reference"), None
+
+
+def set_backend(model, backend: str) -> None:
+    """Point every delta-rule layer of `model` at `backend`."""
+    from .deltanet import DeltaNet
+    for m in model.modules():
+        if isinstance(m, DeltaNet):
+            m.backend = backend
