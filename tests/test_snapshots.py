@@ -24,13 +24,17 @@ def make_before(step: int, kind: str):
             await pilot.pause(0.05)
             if app.cursor is not None and app.frames_shown:
                 break
+        shown = app.frames_shown
         app.request(step)
         for _ in range(1200):
             await pilot.pause(0.05)
-            if app.index == step:
+            if app.index == step and app.frames_shown > shown:
                 break
+        assert app.index == step, f"step {step} never shown (at {app.index})"
+        await pilot.pause(0.2)
         panel = next(p for p in app.query(Panel) if p.kind == kind)
         app.screen.maximize(panel)
+        await pilot.pause(0.1)
         panel.show(app.cursor, step)
         await pilot.pause(0.3)
     return before

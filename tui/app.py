@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -15,6 +16,7 @@ from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.containers import Grid
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
@@ -34,6 +36,14 @@ DEFAULT_SCENARIO = SCENARIO_DIR / "tour.yaml"
 SPEEDS = ["1", "2", "5", "10", "20", "max"]
 MIN_W, MIN_H = 60, 20
 PANEL_CLASSES = {"state": StatePanel, "decay": DecayPanel, "routing": RoutingPanel, "cache": CachePanel}
+
+
+@dataclass
+class FrameReady(Message):
+    """A frame the playback worker made; `free` lets the worker hand over the next one."""
+    cursor: object
+    step: int
+    free: object
 
 
 def make_panel(options: dict) -> Panel:
@@ -237,13 +247,36 @@ class LineageApp(App):
 
     @work(thread=True, exclusive=True, group="step")
     def _play_max(self, cursor) -> None:
-        """As fast as the model and the screen allow: each frame is drawn before the next is made."""
+        """As fast as the model and the screen allow. The next frame is made while the screen
+        draws this one (at most one frame waits), so model and UI overlap instead of taking
+        turns; every frame is still drawn."""
+        import threading
+        from textual.worker import get_current_worker
+        worker = get_current_worker()
+        free = threading.Semaphore(1)
+
+        def wait_turn() -> bool:            # False once the app is closing or playback stopped
+            while not free.acquire(timeout=0.2):
+                if worker.is_cancelled or not self.playing:
+                    return False
+            return True
+
         i = self.index
-        while self.playing and cursor is self.cursor and i < cursor.total - 1:
+        while self.playing and cursor is self.cursor and i < cursor.total - 1 and not worker.is_cancelled:
             i += 1
             cursor.frame(i)
-            self.call_from_thread(self._show_frame, cursor, i)
-        self.call_from_thread(self.stop)
+            if not wait_turn():
+                return
+            self.post_message(FrameReady(cursor, i, free))   # thread-safe; handled in the app's context
+        if wait_turn():
+            self.call_from_thread(self.stop)
+
+    def on_frame_ready(self, message: "FrameReady") -> None:
+        try:
+            if self.playing:
+                self._show_frame(message.cursor, message.step)
+        finally:
+            message.free.release()
 
     def stop(self) -> None:
         was = self.playing

@@ -40,7 +40,7 @@ LEGEND_COLOURS = ["#ff8700", "#af87ff", "#87d700"]   # as the pro theme draws th
 
 class CachePanel(Panel):
     kind = "cache"
-    MIN_INTERVAL = 0.2          # a plot costs ~15 ms: during playback redraw at most 5 times a second
+    MIN_INTERVAL = 0.5          # a plot costs ~13 ms: during playback redraw at most twice a second
 
     def compose(self):
         yield Static(id="plot")

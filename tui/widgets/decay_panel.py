@@ -45,14 +45,16 @@ class DecayPanel(Panel):
             return np.atleast_1d(d[min(h, d.shape[0] - 1)]).astype(np.float64)
 
         A = self._sweep.update((m, layer, h), i, column, self.size.width)
-        self.query_one(Heatmap).set_data(A, "sequential", vmax=1.0)
+        hm = self.query_one(Heatmap)
+        hm.set_marker(self._sweep.column_of(i))
+        hm.set_data(A, "sequential", vmax=1.0)
         now = column(i)
         per = "channel" if A.shape[0] > 1 else "head"
         self.set_title(f"decay · L{layer} head {h} · alpha per {per} · last {A.shape[1]} steps, sweeping")
         legend = colour_bar("sequential", 1.0, no_color=self.app.no_color)
         legend.append(f"   holding (>0.9): {int((now > 0.9).sum())}/{now.size}   clearing (<0.1): "
                       f"{int((now < 0.1).sum())}   mean {now.mean():.3f}")
-        self.put(self.query_one("#legend", Static), legend)
+        self.put(self.query_one("#legend", Static), legend, pace=0.1)
 
     def pick_layer(self, delta: int) -> bool:
         layers = layers_with(self.app.cursor.info, self.options.get("model", 0), DECAY_KINDS)

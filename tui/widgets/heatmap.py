@@ -49,8 +49,28 @@ class Heatmap(Widget, can_focus=True):
         self._strips: list[Strip] = []
         self._shown = None          # colour steps on screen, to send only what changed
         self._stride = 1
+        self.marker: int | None = None   # a column to mark with a caret on a line under the map
 
     # -- data -------------------------------------------------------------------------
+    def set_marker(self, col: int | None) -> None:
+        if col == self.marker:
+            return
+        self.marker = col
+        n = self._map_lines()
+        if self._strips and len(self._strips) > n:
+            self._strips[n] = self._marker_line()
+            self.refresh(Region(0, n, self.size.width, 1))
+
+    def _map_lines(self) -> int:
+        return -(-self.data.shape[0] // self._rows_per_line()) if self.data.size else 0
+
+    def _marker_line(self) -> Strip:
+        w = max(self.size.width, 1)
+        if self.marker is None:
+            return Strip.blank(w, self.rich_style)
+        x = self.marker // self._stride
+        return Strip([Segment(" " * x, self.rich_style), Segment("▲ now", Style(color="#ffd75f", bold=True))]).crop_extend(0, w, self.rich_style)
+
     def set_data(self, data: np.ndarray, scale: str = "diverging", vmax: float | None = None,
                  vmin: float = 0.0) -> None:
         data = np.asarray(data, dtype=np.float64)
@@ -97,7 +117,7 @@ class Heatmap(Widget, can_focus=True):
 
     def get_content_height(self, container, viewport, width) -> int:
         rows = self.data.shape[0]
-        return max(1, -(-rows // self._rows_per_line()))
+        return max(1, -(-rows // self._rows_per_line())) + (1 if self.marker is not None else 0)
 
     def get_content_width(self, container, viewport) -> int:
         return max(1, self.data.shape[1])
@@ -128,13 +148,15 @@ class Heatmap(Widget, can_focus=True):
                 segs[-1] = Segment(segs[-1].text + text, style)
             else:
                 segs.append(Segment(text, style))
-        return Strip(segs, len(cells))
+        # extended to the widget's width once here, so render_line hands out the cached strip
+        return Strip(segs, len(cells)).crop_extend(0, max(self.size.width, len(cells)), self.rich_style)
 
     def _build(self) -> None:
         width = self.size.width or self.data.shape[1] or 1
         self._stride = max(1, -(-self.data.shape[1] // max(width, 1)))
-        n = -(-self.data.shape[0] // self._rows_per_line()) if self.data.size else 0
-        self._strips = [self._line(y) for y in range(n)]
+        self._strips = [self._line(y) for y in range(self._map_lines())]
+        if self.marker is not None:
+            self._strips.append(self._marker_line())
 
     def on_resize(self) -> None:
         self._build()
@@ -144,7 +166,8 @@ class Heatmap(Widget, can_focus=True):
         # pad with the widget's own style: a None style trips Textual's NO_COLOR filter
         if y >= len(self._strips):
             return Strip.blank(self.size.width, self.rich_style)
-        return self._strips[y].crop_extend(0, self.size.width, self.rich_style)
+        strip = self._strips[y]
+        return strip if strip.cell_length == self.size.width else strip.crop_extend(0, self.size.width, self.rich_style)
 
     # -- cursor -----------------------------------------------------------------------
     def action_move(self, dr: int, dc: int) -> None:

@@ -25,9 +25,34 @@ class Panel(Vertical, can_focus=True):
         self.options = dict(options)
         self.border_title = self.title()
 
-    def put(self, static, content) -> None:
+    def put(self, static, content, pace: float = 0.0) -> None:
         """Update a Static, asking for a layout pass only when its line count may change
-        (a relayout of the whole grid on every step cost more than drawing the step)."""
+        (a relayout of the whole grid on every step cost more than drawing the step).
+        With `pace`, during playback the text changes at most every `pace` seconds (the
+        newest content is kept and shown when the interval is up): nobody reads a legend at
+        30 steps a second, and re-rendering text is most of what a step costs the UI."""
+        import time
+        if pace and getattr(self.app, "playing", False):
+            now = time.monotonic()
+            pending = getattr(static, "_lineage_pending", None)
+            static._lineage_pending = content
+            if now - getattr(static, "_lineage_put_at", 0.0) < pace:
+                if pending is None:
+                    self.set_timer(pace, lambda: self._flush_put(static))
+                return
+            static._lineage_put_at = now
+        static._lineage_pending = None
+        self._put_now(static, content)
+
+    def _flush_put(self, static) -> None:
+        import time
+        content = getattr(static, "_lineage_pending", None)
+        if content is not None:
+            static._lineage_pending = None
+            static._lineage_put_at = time.monotonic()
+            self._put_now(static, content)
+
+    def _put_now(self, static, content) -> None:
         plain = content.plain if hasattr(content, "plain") else str(content)
         width = max(1, static.size.width)
         shape = sum(1 + len(line) // width for line in plain.split("\n"))

@@ -46,7 +46,9 @@ class RoutingPanel(Panel):
             return col
 
         W = self._sweep.update((m, layer), i, column, self.size.width)     # (experts, steps)
-        self.query_one(Heatmap).set_data(W, "sequential", vmax=1.0)
+        hm = self.query_one(Heatmap)
+        hm.set_marker(self._sweep.column_of(i))
+        hm.set_data(W, "sequential", vmax=1.0)
         load = f.get(m, "load", layer)
         share = f.layer_meta(m, layer).get("shared_share")
         self.set_title(f"routing · L{layer} · {moe['top_k']} of {E} experts + {moe['n_shared']} shared")
@@ -59,7 +61,7 @@ class RoutingPanel(Panel):
         t.append(f"\nnow: {now}")
         if share is not None:
             t.append(f"   shared share {share:.2f}")
-        self.put(self.query_one("#legend", Static), t)
+        self.put(self.query_one("#legend", Static), t, pace=0.1)
 
     def pick_layer(self, delta: int) -> bool:
         layers = self._moe_layers(self.app.cursor.info)

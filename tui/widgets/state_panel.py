@@ -70,7 +70,7 @@ class StatePanel(Panel):
         bar = colour_bar("diverging", hm.vmax, no_color=self.app.no_color)
         if val is not None:
             bar.append(f"   [{r},{c}] = {val:+.4f}   |norm| {np.linalg.norm(hm.data):.3f}")
-        self.put(self.query_one("#legend", Static), bar)
+        self.put(self.query_one("#legend", Static), bar, pace=0.1)
 
     def on_heatmap_cursor_moved(self, event: Heatmap.CursorMoved) -> None:
         self._legend(event.heatmap)

@@ -1,9 +1,9 @@
 """A time-by-channel picture that sweeps instead of scrolling.
 
-Column `step % span` holds step `step`; the column after the newest is left blank as the sweep
-head. Stepping forward changes two columns, so the terminal is sent two columns, not the
-whole picture (a scrolling map changes every cell every step: 14 KB a step at 160 x 50).
-Jumps rebuild the buffer from the recorded frames.
+Column `step % span` holds step `step` (the heatmap marks it with a caret under the map).
+Stepping forward rewrites one column, and only the cells whose colour differs from what that
+column held a sweep ago are sent: rows that hold steady cost nothing (a scrolling map changes
+every cell every step: 14 KB a step at 160 x 50). Jumps rebuild the buffer from the frames.
 """
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ class Sweep:
         else:
             for j in range(self.last + 1, i + 1):
                 self.buf[:, j % span] = column(j)
-        self.buf[:, (i + 1) % span] = 0.0        # the sweep head: a blank column after "now"
         self.key, self.last = key, i
         return self.buf
+
+    def column_of(self, i: int) -> int:
+        return i % self.buf.shape[1]

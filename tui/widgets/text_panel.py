@@ -20,8 +20,8 @@ class TextPanel(Panel):
     def __init__(self, options: dict, **kw):
         self.kind = options["kind"]
         super().__init__(options, **kw)
-        if self.kind == "depth":       # a table of 2L + 1 rows of numbers: 10 redraws a second is plenty
-            self.MIN_INTERVAL = 0.1
+        if self.kind == "depth":       # a table of 2L + 1 rows of numbers: 5 redraws a second is plenty
+            self.MIN_INTERVAL = 0.2
         self.add_class(f"-{self.kind}")
 
     def compose(self):
@@ -31,7 +31,7 @@ class TextPanel(Panel):
         body = self.query_one("#body", Static)
         render = getattr(self, f"_rich_{self.kind}", None)
         if render is not None and not self.app.no_color:
-            self.put(body, render(cursor, i))
+            self.put(body, render(cursor, i), pace=0.1 if self.kind == "tokens" else 0.0)
         else:
             width = max(40, self.size.width - 4)
             self.put(body, Text("\n".join(PANELS[self.kind](cursor, i, self.options, width))))
