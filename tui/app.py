@@ -163,7 +163,12 @@ class LineageApp(App):
         grid = self.query_one("#panels", Grid)
         grid.remove_children()
         panels = cursor.info.get("panels") or [{"kind": "figure" if cursor.info.get("figure") else "tokens"}]
-        grid.mount_all([make_panel(p) for p in panels])
+        made = [make_panel(p) for p in panels]
+        grid.mount_all(made)
+        # focus decided here, not by whichever widget mounted first: the pickers act on the
+        # focused panel, so start on the first one that has layers to pick
+        first = next((p for p in made if p.kind in ("state", "decay", "routing")), made[0])
+        self.call_after_refresh(first.focus)
         self._show_status()
         self.call_after_refresh(self.request, 0)
 

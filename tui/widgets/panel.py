@@ -71,6 +71,13 @@ class Panel(Vertical, can_focus=True):
     def show(self, cursor, i: int) -> None:
         raise NotImplementedError
 
+    def on_resize(self) -> None:
+        # what a panel draws depends on its width (text wrap, sweep span, plot size): redraw
+        # the shown frame at the new size, so the picture never depends on when a resize landed
+        app = self.app
+        if getattr(app, "cursor", None) is not None and getattr(app, "frames_shown", 0):
+            self.show(app.cursor, app.index)
+
     def paced_show(self, cursor, i: int) -> None:
         """show(), but during playback no more often than MIN_INTERVAL; the last frame is
         always drawn (a timer catches up with the newest one)."""
