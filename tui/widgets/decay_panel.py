@@ -8,13 +8,13 @@ from textual.widgets import Static
 from .heatmap import Heatmap, colour_bar
 from .sweep import Sweep
 from .panel import Panel
-from .state_panel import layers_with
 
 DECAY_KINDS = ("gdn", "kda", "gated_delta")
 
 
 class DecayPanel(Panel):
     kind = "decay"
+    LAYER_KINDS = DECAY_KINDS
 
     def compose(self):
         yield Heatmap()
@@ -23,18 +23,10 @@ class DecayPanel(Panel):
     def on_mount(self) -> None:
         self._sweep = Sweep()
 
-    def _layer(self, info) -> int | None:
-        layers = layers_with(info, self.options.get("model", 0), DECAY_KINDS)
-        if not layers:
-            return None
-        if self.options.get("layer") not in layers:
-            self.options["layer"] = layers[0]
-        return self.options["layer"]
-
     def show(self, cursor, i: int) -> None:
         info = cursor.info
         m = self.options.get("model", 0)
-        layer = self._layer(info)
+        layer = self.current_layer(info)
         if layer is None:
             self.put(self.query_one("#legend", Static), "no gated layer in this model")
             return
@@ -55,14 +47,6 @@ class DecayPanel(Panel):
         legend.append(f"   holding (>0.9): {int((now > 0.9).sum())}/{now.size}   clearing (<0.1): "
                       f"{int((now < 0.1).sum())}   mean {now.mean():.3f}")
         self.put(self.query_one("#legend", Static), legend, pace=0.1)
-
-    def pick_layer(self, delta: int) -> bool:
-        layers = layers_with(self.app.cursor.info, self.options.get("model", 0), DECAY_KINDS)
-        if len(layers) < 2:
-            return False
-        j = layers.index(self.options["layer"]) if self.options.get("layer") in layers else 0
-        self.options["layer"] = layers[(j + delta) % len(layers)]
-        return True
 
     def pick_head(self, delta: int) -> bool:
         info = self.app.cursor.info

@@ -65,6 +65,24 @@ class Panel(Vertical, can_focus=True):
         if self.border_title != text:
             self.border_title = text
 
+    # panels that show one layer: which mixer kinds have what they draw (state, decay)
+    LAYER_KINDS: tuple = ()
+
+    def drawable_layers(self, info: dict) -> list[int]:
+        m = info["models"][self.options.get("model", 0)]
+        if m["kind"] == "memory":
+            return [0]
+        return [i for i, k in enumerate(m["config"]["mixers"]) if k in self.LAYER_KINDS]
+
+    def current_layer(self, info: dict) -> int | None:
+        """The layer to draw: the one asked for if it has something to show, else the first that does."""
+        layers = self.drawable_layers(info)
+        if not layers:
+            return None
+        if self.options.get("layer") not in layers:
+            self.options["layer"] = layers[0]
+        return self.options["layer"]
+
     def title(self) -> str:
         return self.options.get("title") or self.kind
 
@@ -98,9 +116,14 @@ class Panel(Vertical, can_focus=True):
         if self.app.cursor is not None:
             self.show(self.app.cursor, self.app.index)
 
-    # pickers; panels that have layers or heads override these
+    # pickers; panels with heads or quantities override these
     def pick_layer(self, delta: int) -> bool:
-        return False
+        layers = self.drawable_layers(self.app.cursor.info) if self.LAYER_KINDS else []
+        if len(layers) < 2:
+            return False
+        j = layers.index(self.options["layer"]) if self.options.get("layer") in layers else 0
+        self.options["layer"] = layers[(j + delta) % len(layers)]
+        return True
 
     def pick_head(self, delta: int) -> bool:
         return False

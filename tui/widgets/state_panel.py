@@ -11,15 +11,9 @@ STATE_KINDS = ("linear", "deltanet", "gdn", "kda", "delta", "gated_delta")
 QUANTITIES = ("S", "dS", "error")
 
 
-def layers_with(info: dict, model: int, kinds) -> list[int]:
-    m = info["models"][model]
-    if m["kind"] == "memory":
-        return [0]
-    return [i for i, k in enumerate(m["config"]["mixers"]) if k in kinds]
-
-
 class StatePanel(Panel):
     kind = "state"
+    LAYER_KINDS = STATE_KINDS
 
     def compose(self):
         yield Heatmap()
@@ -28,19 +22,11 @@ class StatePanel(Panel):
     def on_mount(self) -> None:
         self._last = None
 
-    def _layer(self, info) -> int | None:
-        layers = layers_with(info, self.options.get("model", 0), STATE_KINDS)
-        if not layers:
-            return None
-        if self.options.get("layer") not in layers:
-            self.options["layer"] = layers[0]
-        return self.options["layer"]
-
     def show(self, cursor, i: int) -> None:
         self._last = (cursor, i)
         info, f = cursor.info, cursor.frame(i)
         m = self.options.get("model", 0)
-        layer = self._layer(info)
+        layer = self.current_layer(info)
         if layer is None:
             self.put(self.query_one("#legend", Static), "this model has no recurrent state")
             return
@@ -75,19 +61,11 @@ class StatePanel(Panel):
     def on_heatmap_cursor_moved(self, event: Heatmap.CursorMoved) -> None:
         self._legend(event.heatmap)
 
-    def pick_layer(self, delta: int) -> bool:
-        layers = layers_with(self.app.cursor.info, self.options.get("model", 0), STATE_KINDS)
-        if len(layers) < 2:
-            return False
-        j = layers.index(self.options.get("layer", layers[0])) if self.options.get("layer") in layers else 0
-        self.options["layer"] = layers[(j + delta) % len(layers)]
-        return True
-
     def pick_head(self, delta: int) -> bool:
         if self._last is None:
             return False
         cursor, i = self._last
-        S = cursor.frame(i).get(self.options.get("model", 0), "S", self._layer(cursor.info))
+        S = cursor.frame(i).get(self.options.get("model", 0), "S", self.current_layer(cursor.info))
         self.options["head"] = (self.options.get("head", 0) + delta) % S.shape[0]
         return True
 
