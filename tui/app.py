@@ -40,10 +40,12 @@ PANEL_CLASSES = {"state": StatePanel, "decay": DecayPanel, "routing": RoutingPan
 
 @dataclass
 class FrameReady(Message):
-    """A frame the playback worker made; `free` lets the worker hand over the next one."""
+    """A frame the playback worker made. A newer one replaces an older one still queued."""
     cursor: object
     step: int
-    free: object
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, FrameReady)
 
 
 def make_panel(options: dict) -> Panel:
@@ -252,36 +254,28 @@ class LineageApp(App):
 
     @work(thread=True, exclusive=True, group="step")
     def _play_max(self, cursor) -> None:
-        """As fast as the model and the screen allow. The next frame is made while the screen
-        draws this one (at most one frame waits), so model and UI overlap instead of taking
-        turns; every frame is still drawn."""
-        import threading
+        """As fast as the model allows, the screen showing the newest frame at each repaint:
+        frames made while the screen was busy replace each other in the queue (FrameReady
+        can_replace), so the UI never falls behind and every frame is still recorded. The
+        worker stays at most AHEAD frames ahead so the UI thread is not starved of the GIL."""
+        import time
         from textual.worker import get_current_worker
         worker = get_current_worker()
-        free = threading.Semaphore(1)
-
-        def wait_turn() -> bool:            # False once the app is closing or playback stopped
-            while not free.acquire(timeout=0.2):
-                if worker.is_cancelled or not self.playing:
-                    return False
-            return True
-
         i = self.index
         while self.playing and cursor is self.cursor and i < cursor.total - 1 and not worker.is_cancelled:
             i += 1
             cursor.frame(i)
-            if not wait_turn():
-                return
-            self.post_message(FrameReady(cursor, i, free))   # thread-safe; handled in the app's context
-        if wait_turn():
+            self.post_message(FrameReady(cursor, i))      # thread-safe; handled in the app's context
+            while self.playing and i - self.index > self.AHEAD and not worker.is_cancelled:
+                time.sleep(0.002)
+        if not worker.is_cancelled:
             self.call_from_thread(self.stop)
 
+    AHEAD = 4
+
     def on_frame_ready(self, message: "FrameReady") -> None:
-        try:
-            if self.playing:
-                self._show_frame(message.cursor, message.step)
-        finally:
-            message.free.release()
+        if self.playing and message.step > self.index:
+            self._show_frame(message.cursor, message.step)
 
     def stop(self) -> None:
         was = self.playing

@@ -109,6 +109,7 @@ def measure(scenario: str | None, cols: int, rows: int, steps: int) -> dict:
         # bytes between one counter value and the next, per step it advanced
         per = sorted((b - a) / (sb - sa) for (a, sa, _), (b, sb, _) in zip(marks, marks[1:]))
         out["bytes per step (median)"] = per[len(per) // 2]
+        out["repaints/s (counter changes seen)"] = (len(marks) - 1) / (t1 - t0_)
     return out
 
 

@@ -53,6 +53,9 @@ class Panel(Vertical, can_focus=True):
             self._put_now(static, content)
 
     def _put_now(self, static, content) -> None:
+        if getattr(static, "_lineage_last", None) == content:
+            return                      # same text as on screen (a caption, most steps): no repaint
+        static._lineage_last = content
         plain = content.plain if hasattr(content, "plain") else str(content)
         width = max(1, static.size.width)
         shape = sum(1 + len(line) // width for line in plain.split("\n"))
