@@ -169,7 +169,11 @@ def _load_checkpoint(model, sc: Scenario, base_dir: Path | None) -> None:
         tensors = load_file(str(path))
     except Exception as e:  # safetensors raises several kinds; all mean "not a usable file"
         raise _weights_error(sc, f"cannot read {path}: {e}") from None
-    result = model.load_state_dict(tensors, strict=False)
+    try:
+        result = model.load_state_dict(tensors, strict=False)
+    except RuntimeError as e:   # shape mismatches: keep torch's first line, it names the tensor
+        detail = next((line.strip() for line in str(e).splitlines()[1:] if line.strip()), str(e))
+        raise _weights_error(sc, f"{path} does not fit the model: {detail}") from None
     bad = []
     if result.missing_keys:
         bad.append(f"missing {len(result.missing_keys)} tensors (first: {result.missing_keys[0]})")

@@ -228,3 +228,33 @@ def test_concurrent_callers_step_once():
     assert len(s.frames) == 10
     for i in range(10):
         assert s.frame(i) == ref.frame(i)
+
+
+def test_checkpoint_weights(tmp_path):
+    """weights.checkpoint loads a safetensors file; a file that does not fit is a located error."""
+    from safetensors.torch import save_file
+    import torch
+    from lineage.model import LM
+    from lineage.presets import get_preset
+    from lineage.scenario_yaml import ScenarioError
+    torch.manual_seed(123)
+    model = LM(get_preset("tiny-kda"))
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp_path / "w.safetensors"))
+    text = ("version: 1\ntitle: t\nmodel: {preset: tiny-kda}\ninput: {text: abc}\n"
+            "weights: {seed: 7, checkpoint: w.safetensors}\n")
+    (tmp_path / "s.yaml").write_text(text)
+    s = Session(load(tmp_path / "s.yaml"))
+    loaded = s.runners[0].model
+    assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), model.state_dict().values()))
+    seeded = Session(loads(text.replace(", checkpoint: w.safetensors", "")))
+    assert not np.array_equal(s.frame(0).get(0, "top_probs"), seeded.frame(0).get(0, "top_probs"))
+    # a checkpoint of another shape names the problem
+    save_file({"wte.weight": torch.zeros(3, 3)}, str(tmp_path / "bad.safetensors"))
+    (tmp_path / "b.yaml").write_text(text.replace("w.safetensors", "bad.safetensors"))
+    with pytest.raises(ScenarioError) as e:
+        Session(load(tmp_path / "b.yaml"))
+    line = str(e.value)
+    assert "bad.safetensors does not fit the model: size mismatch for wte.weight" in line and "\n" not in line
+    (tmp_path / "m.yaml").write_text(text.replace("w.safetensors", "missing.safetensors"))
+    with pytest.raises(ScenarioError, match="no such file"):
+        load(tmp_path / "m.yaml")

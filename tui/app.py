@@ -146,6 +146,9 @@ class LineageApp(App):
         except (TraceError, OSError) as e:
             self.call_from_thread(self._open_failed, path, [str(e)])
             return
+        except Exception as e:  # whatever else a file can provoke, the app keeps what it had
+            self.call_from_thread(self._open_failed, path, [f"{path}: {type(e).__name__}: {e}"])
+            return
         self.call_from_thread(self._opened, cursor, path)
 
     def _open_failed(self, path: str, lines: list[str]) -> None:

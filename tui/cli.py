@@ -151,6 +151,8 @@ def _open(path: str, salvage: bool = False):
         return None, _err(str(e))
     except FileNotFoundError:
         return None, _err(f"{path}: no such file")
+    except (ValueError, RuntimeError) as e:     # never a traceback: one line, exit 2
+        return None, _err(f"{path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
 
 
 def _record(args) -> int:
