@@ -12,7 +12,7 @@ KEYS = """\
   +  -        faster / slower (1, 2, 5, 10, 20 steps/s, max)
   g            go to a step                click the timeline to jump
 [b]Panels[/b]
-  tab          focus the next panel        m           maximise / restore the focused panel
+  tab          focus the next panel        m           maximise / restore it
   [  ]         layer of the focused panel  ,  .        head of the focused panel
   t            state: S, last write, read-back error
   h j k l      move the heatmap cursor (its value shows under the map)
@@ -31,7 +31,7 @@ class HelpScreen(ModalScreen):
     BINDINGS = [("escape,q,question_mark,f1", "dismiss", "close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > Vertical { width: auto; max-width: 90; height: auto; border: round $accent; padding: 1 2;
+    HelpScreen > Vertical { width: 88; max-width: 100%; height: auto; max-height: 100%; border: round $accent; padding: 1 2;
                             background: $surface; }
     """
 
