@@ -193,3 +193,18 @@ def test_headless_snapshot_outputs(tmp_path):
     assert main(["snapshot", "fig3_two_facts", "--step", "2", "-o", str(txt)]) == 0
     assert "1.21" in txt.read_text()
     assert main(["snapshot", "fig3_two_facts", "--step", "2", "-o", str(tmp_path / "a.gif")]) == 2
+
+
+def test_help_screen_shows_the_keys():
+    async def go():
+        app = LineageApp(str(SC / "fig3_two_facts.yaml"))
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, app, 0)
+            await pilot.press("question_mark")
+            await pilot.pause(0.2)
+            assert type(app.screen).__name__ == "HelpScreen"
+            box = app.screen.query_one("Vertical")
+            assert box.region.width > 60 and box.region.height > 15      # not collapsed to an empty box
+            await pilot.press("escape")
+            assert type(app.screen).__name__ != "HelpScreen"
+    run(go())
