@@ -20,6 +20,8 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
+from scenarios import DIR as SCENARIO_DIR
+
 from .screens.error import ErrorScreen
 from .screens.goto import AskScreen
 from .screens.help import HelpScreen
@@ -31,7 +33,6 @@ from .widgets.state_panel import StatePanel
 from .widgets.text_panel import TextPanel
 from .widgets.timeline import Timeline
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 DEFAULT_SCENARIO = SCENARIO_DIR / "tour.yaml"
 SPEEDS = ["1", "2", "5", "10", "20", "max"]
 MIN_W, MIN_H = 60, 20

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from lineage import __version__
+from scenarios import DIR as SCENARIO_DIR
 
 
 
@@ -75,9 +76,6 @@ def _memory(args) -> int:
         print(f"  {r['context']:>10,} {r['cache_bytes'] / 2**20:>10.1f}Mi {r['state_bytes'] / 2**20:>10.1f}Mi "
               f"{r['batch_per_card']:>11,}")
     return 0
-
-
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 
 
 def _err(msg: str) -> int:
@@ -266,7 +264,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     handlers = {"list": _list, "validate": _validate, "record": _record, "snapshot": _snapshot}
     if args.cmd in handlers:
-        return handlers[args.cmd](args)
+        try:
+            return handlers[args.cmd](args)
+        except BrokenPipeError:          # `lineage list | head`: the reader left, nothing is wrong
+            sys.stderr.close()
+            return 0
     if args.cmd == "params":
         return _params(args)
     if args.cmd == "memory":
