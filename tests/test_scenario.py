@@ -143,3 +143,26 @@ def test_wrong_values_give_located_problems(key, value):
     doc = yaml.safe_load(GOOD)
     doc[key] = value
     _check_located(yaml.safe_dump(doc))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(st.lists(mutation, min_size=1, max_size=3))
+def test_validate_cli_exit_2_on_mutations(tmp_path, capsys, muts):
+    """Through the command itself: exit 0 for a still-valid file, otherwise exit 2 with only
+    located one-line problems on stderr and never a traceback."""
+    text = GOOD
+    for at, cut, insert in muts:
+        at = min(at, len(text))
+        text = text[:at] + insert + text[at + cut:]
+    path = tmp_path / "m.yaml"
+    path.write_bytes(text.encode("utf-8", "surrogatepass"))
+    rc = main(["validate", str(path)])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    if rc == 0:
+        assert err == ""
+    else:
+        assert rc == 2
+        lines = err.strip().splitlines()
+        assert lines and all(l.startswith(f"{path}:") and LINE.match(l) for l in lines), lines
