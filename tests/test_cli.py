@@ -38,3 +38,15 @@ def test_version_and_no_torch_on_arithmetic_path():
     assert r.returncode == 0, r.stderr
     r = subprocess.run([sys.executable, "-m", "tui.cli", "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("lineage ")
+
+
+def test_run_reports_a_broken_file_before_opening(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\ntitle: t\nmodel: {preset: k3-mni}\ninput: {text: hi}\n")
+    assert main(["run", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"{bad}:3:17: model.preset: unknown preset 'k3-mni'")
+    junk = tmp_path / "cut.trace"
+    junk.write_bytes(b"LNTRACE\n\x00")
+    assert main(["run", str(junk)]) == 2
+    assert "cut.trace" in capsys.readouterr().err

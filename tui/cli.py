@@ -211,8 +211,32 @@ def _run(path: str | None, salvage: bool) -> int:
         path = _resolve(path)
         if not Path(path).exists():
             return _err(f"{path}: no such file")
+        code = _precheck(path, salvage)
+        if code:
+            return code
     from tui.app import run
     return run(path, salvage=salvage)
+
+
+def _precheck(path: str, salvage: bool) -> int:
+    """A file that cannot open is reported here, located, with exit 2, before any screen is
+    drawn (inside the app, opening another file that fails keeps the current one instead)."""
+    from lineage.scenario import load
+    from lineage.scenario_yaml import ScenarioError
+    from lineage.session import is_trace
+    from lineage.trace import TraceError, TraceReader
+    try:
+        if is_trace(path):
+            TraceReader(path, salvage=salvage).close()
+        else:
+            load(path)
+    except ScenarioError as e:
+        for p in e.problems:
+            print(str(p), file=sys.stderr)
+        return 2
+    except TraceError as e:
+        return _err(str(e))
+    return 0
 
 
 def _serve(args) -> int:
