@@ -104,6 +104,23 @@ def bench_gpu(steps: int = 200, prefill: int = 64) -> dict:
                 out["k3-mini step, all observations, reference (ms)"] = timed(lambda: step(True), steps)
             out[f"k3-mini step, no observations, {backend} (ms)"] = timed(lambda: step(False), steps)
             out[f"k3-mini prefill T=4096, {backend} (ms)"] = timed(lambda: model(ids), 5)
+        # the whole step in one CUDA graph (static MLA cache), with all observations
+        from .graph_step import GraphStep
+        for backend in ("reference", "triton"):
+            set_backend(model, backend)
+            _, start = model(ids[:, :prefill])
+            stepper = GraphStep(model, start, capacity=prefill + 8 * steps + 64, observe=True)
+            eager = start
+            worst = 0.0
+            for t in range(8):                      # the graph gives the eager step's answer
+                tok = ids[:, prefill + t]
+                a, eager = model.step(tok, eager, {})
+                b, _ = stepper.step(int(tok))
+                worst = max(worst, float((b - a).abs().max() / a.abs().max()))
+            tok0 = int(ids[0, prefill])
+            out[f"k3-mini step in a CUDA graph, all observations, {backend} (ms)"] = timed(
+                lambda: stepper.step(tok0), steps)
+            out[f"  graph vs eager logits, max rel. difference over 8 steps ({backend})"] = worst
     return out
 
 

@@ -78,3 +78,29 @@ def test_byte_tokenizer_round_trip():
     ids = tok.encode(text)
     assert max(ids) < 256 and tok.decode(ids) == text and tok.vocab_size == 256
     assert tok.token_str(ord("\n")) == "\\n" and tok.token_str(0xE2) == "<E2>"
+
+
+@pytest.mark.parametrize("name", ["k3-mini", "tiny-hybrid"])
+def test_static_cache_steps_equal_growing_cache(name):
+    """The fixed-capacity MLA cache used for CUDA-graph capture gives the same logits, and the
+    same attention over the written prefix, as the growing cache."""
+    from lineage.graph_step import to_static
+    from lineage.mla import StaticLatentCache
+    torch.manual_seed(0)
+    model = LM(get_preset(name)).double()
+    ids = torch.randint(0, 256, (1, 16))
+    _, st = model(ids[:, :9])
+    static = to_static(st, capacity=32)
+    for t in range(9, 16):
+        o1, o2 = {}, {}
+        a, st = model.step(ids[:, t], st, o1)
+        b, static = model.step(ids[:, t], static, o2)
+        assert rel(b, a) < 1e-12
+        for l1, l2, s2 in zip(o1["layers"], o2["layers"], static.layers):
+            if isinstance(s2, StaticLatentCache):
+                n = l1["mixer"]["cache_len"]
+                assert l2["mixer"]["cache_len"] == n == t + 1 and l2["mixer"]["cache_bytes"] == l1["mixer"]["cache_bytes"]
+                assert rel(l2["mixer"]["attn"][..., :n], l1["mixer"]["attn"]) < 1e-12
+                assert float(l2["mixer"]["attn"][..., n:].abs().max()) == 0.0   # the unwritten tail gets nothing
+    with pytest.raises(ValueError, match="capacity"):
+        to_static(model(ids)[1], capacity=8)
