@@ -106,10 +106,18 @@ def bench_gpu(steps: int = 200, prefill: int = 64) -> dict:
             out[f"k3-mini prefill T=4096, {backend} (ms)"] = timed(lambda: model(ids), 5)
         # the whole step in one CUDA graph (static MLA cache), with all observations
         from .graph_step import GraphStep
-        for backend in ("reference", "triton"):
+        for backend, compiled in (("reference", False), ("triton", False), ("reference", True)):
             set_backend(model, backend)
             _, start = model(ids[:, :prefill])
-            stepper = GraphStep(model, start, capacity=prefill + 8 * steps + 64, observe=True)
+            t0 = time.perf_counter()
+            try:
+                stepper = GraphStep(model, start, capacity=prefill + 8 * steps + 64, observe=True, compile=compiled)
+            except Exception as e:  # report and go on: the other rows still stand
+                out[f"graph capture failed ({backend}, compile={compiled})"] = f"{type(e).__name__}: {str(e)[:200]}"
+                continue
+            if compiled:
+                backend = "reference + torch.compile"
+                out[f"  compile + capture time ({backend}) (s)"] = time.perf_counter() - t0
             eager = start
             worst = 0.0
             for t in range(8):                      # the graph gives the eager step's answer

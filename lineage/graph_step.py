@@ -49,12 +49,17 @@ def _buffers(state: ModelState) -> list[torch.Tensor]:
 
 
 class GraphStep:
-    def __init__(self, model: LM, state: ModelState, capacity: int, observe: bool = True):
+    def __init__(self, model: LM, state: ModelState, capacity: int, observe: bool = True,
+                 compile: bool = False):
+        """compile=True first runs the step through torch.compile (inductor fuses the many small
+        elementwise kernels), then captures the compiled step. Reference backend only: the
+        Triton launcher of kda_step is opaque to the compiler."""
         if model.wpe is not None:
             raise ValueError("learned positions index by a host integer; graph capture supports RoPE/NoPE models")
         if any(st is None for st in state.layers):
             raise ValueError("prefill at least one token before capturing (every layer needs a state)")
         self.model, self.observe = model, observe
+        self._step_fn = torch.compile(self._run, dynamic=False) if compile else self._run
         self.state = to_static(state, capacity)
         self.capacity = capacity
         device = next(model.parameters()).device
@@ -64,12 +69,12 @@ class GraphStep:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side), torch.inference_mode():
-            for _ in range(2):                      # warm-up, as torch requires before capture
-                self._run()
+            for _ in range(3):                      # warm-up (and compile), as torch requires before capture
+                self._step_fn()
         torch.cuda.current_stream().wait_stream(side)
         self.graph = torch.cuda.CUDAGraph()
         with torch.inference_mode(), torch.cuda.graph(self.graph):
-            self.logits, self.obs = self._run()
+            self.logits, self.obs = self._step_fn()
         # warm-up and capture advanced the state: put it back as it was
         for b, s in zip(_buffers(self.state), saved):
             b.copy_(s)
