@@ -143,7 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in which:
         res = {"step": bench_step, "chunk": bench_chunk, "gpu": bench_gpu}[name]()
         for key, val in res.items():
-            print(f"{key:<52} {val:10.3f}" if isinstance(val, float) else f"{key:<52} {val}")
+            if isinstance(val, float):
+                print(f"{key:<52} {val:10.2e}" if "difference" in key else f"{key:<52} {val:10.3f}")
+            else:
+                print(f"{key:<52} {val}")
     return 0
 
 
