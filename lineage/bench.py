@@ -132,6 +132,37 @@ def bench_gpu(steps: int = 200, prefill: int = 64) -> dict:
     return out
 
 
+def bench_gpu_session(steps: int = 100) -> dict:
+    """What the app and `lineage record` do on a GPU: Session steps of the tour (k3-mini, all
+    observations, frames made into numpy), eager (LINEAGE_GRAPH=0) against the CUDA-graph step,
+    with the frames of both compared."""
+    import os
+    import numpy as np
+    from .scenario import load
+    from .session import Session
+    from pathlib import Path
+    tour = Path(__file__).resolve().parent.parent / "scenarios" / "tour.yaml"
+    out, sessions = {}, {}
+    for mode in ("0", "auto"):
+        os.environ["LINEAGE_GRAPH"] = mode
+        s = Session(load(tour), device="cuda")
+        s.frame(4)                                   # the graph is captured after the first step
+        t0 = time.perf_counter()
+        s.frame(4 + steps)
+        out[f"tour frame on CUDA, LINEAGE_GRAPH={mode} (ms per frame)"] = (time.perf_counter() - t0) / steps * 1e3
+        sessions[mode] = s
+    worst = 0.0
+    for i in (0, 1, 2, steps // 2, 4 + steps):
+        fa, fb = sessions["0"].frame(i), sessions["auto"].frame(i)
+        for k, x in fa.arrays.items():
+            x, y = x.astype(np.float64), fb.arrays[k].astype(np.float64)
+            if x.shape != y.shape:
+                raise AssertionError(f"frame {i} {k}: {x.shape} vs {y.shape}")
+            worst = max(worst, float(np.abs(x - y).max() / max(np.abs(x).max(), 1e-6)))
+    out["  graph vs eager frames, max relative difference"] = worst
+    return out
+
+
 def machine() -> str:
     return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
             f"torch {torch.__version__} ({torch.get_num_threads()} threads), Python {platform.python_version()}")
@@ -141,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     which = (argv if argv is not None else sys.argv[1:]) or ["step", "chunk"]
     print(f"# {time.strftime('%Y-%m-%d')} {machine()}")
     for name in which:
-        res = {"step": bench_step, "chunk": bench_chunk, "gpu": bench_gpu}[name]()
+        res = {"step": bench_step, "chunk": bench_chunk, "gpu": bench_gpu,
+                "gpu-session": bench_gpu_session}[name]()
         for key, val in res.items():
             if isinstance(val, float):
                 print(f"{key:<52} {val:10.2e}" if "difference" in key else f"{key:<52} {val:10.3f}")

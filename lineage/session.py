@@ -99,6 +99,13 @@ class _LMRunner:
         self.state = None
         self.logits = None
         self.load: dict[int, np.ndarray] = {}
+        # on CUDA the observed step is launch bound: after the first token, capture it in a CUDA
+        # graph (LINEAGE_GRAPH=0 turns this off; =compile also runs torch.compile first)
+        import os
+        mode = os.environ.get("LINEAGE_GRAPH", "auto").lower()
+        self.graph_mode = None if mode in ("0", "off", "no") or device.type != "cuda" else mode
+        self.capacity = (total_steps(sc) or 0) + sc.decoding.prefill + 2
+        self.stepper = None
 
     def prefill(self, ids: list[int]) -> None:
         if not ids:
@@ -110,9 +117,16 @@ class _LMRunner:
 
     def step(self, token: int) -> tuple[dict, dict]:
         torch = self.torch
-        obs: dict = {}
-        with torch.inference_mode():
-            logits, self.state = self.model.step(torch.tensor([token], device=self.device), self.state, obs)
+        if self.stepper is not None:
+            logits, obs = self.stepper.step(token)
+        else:
+            obs = {}
+            with torch.inference_mode():
+                logits, self.state = self.model.step(torch.tensor([token], device=self.device), self.state, obs)
+            if self.graph_mode is not None and self.model.wpe is None:
+                from .graph_step import GraphStep
+                self.stepper = GraphStep(self.model, self.state, self.capacity,
+                                         compile=self.graph_mode == "compile")
         self.logits = logits[0].float()
         meta, arrays = _lm_observations(obs, self.cfg)
         for i, kind in enumerate(self.cfg.ffns):      # routing load so far, so no panel re-reads history
@@ -141,8 +155,8 @@ def _lm_observations(obs: dict, cfg) -> tuple[dict, dict]:
             if mx.get("decay") is not None:
                 arrays[p + "decay"] = _f32(mx["decay"][0])               # (H,) or (H, K)
             meta["state_bytes"] = int(mx["state_bytes"])
-        if "attn" in mx:
-            arrays[p + "attn"] = _compact(mx["attn"][0])                 # (H, L)
+        if "attn" in mx:   # a static (graph) cache attends over its whole buffer: keep the written part
+            arrays[p + "attn"] = _compact(mx["attn"][0][:, :int(mx["cache_len"])])   # (H, L)
             meta["cache_len"], meta["cache_bytes"] = int(mx["cache_len"]), int(mx["cache_bytes"])
         if ff.get("kind") == "moe":
             arrays[p + "scores"] = _f32(ff["scores"][0])                 # (E,)
