@@ -17,20 +17,21 @@ CASES = [
 ]
 
 
+async def wait_for(pilot, ready, what: str, seconds: float = 60.0) -> None:
+    for _ in range(int(seconds / 0.05)):
+        await pilot.pause(0.05)
+        if ready():
+            return
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def make_before(step: int, kind: str):
     async def before(pilot):
         app = pilot.app
-        for _ in range(1200):
-            await pilot.pause(0.05)
-            if app.cursor is not None and app.frames_shown:
-                break
+        await wait_for(pilot, lambda: app.cursor is not None and app.frames_shown, "the first frame")
         shown = app.frames_shown
         app.request(step)
-        for _ in range(1200):
-            await pilot.pause(0.05)
-            if app.index == step and app.frames_shown > shown:
-                break
-        assert app.index == step, f"step {step} never shown (at {app.index})"
+        await wait_for(pilot, lambda: app.index == step and app.frames_shown > shown, f"step {step}")
         await pilot.pause(0.2)
         panel = next(p for p in app.query(Panel) if p.kind == kind)
         app.screen.maximize(panel)
@@ -49,14 +50,8 @@ def test_panel_snapshot(snap_compare, scenario, step, kind):
 def test_whole_screen_80x24(snap_compare):
     async def before(pilot):
         app = pilot.app
-        for _ in range(1200):
-            await pilot.pause(0.05)
-            if app.cursor is not None and app.frames_shown:
-                break
+        await wait_for(pilot, lambda: app.cursor is not None and app.frames_shown, "the first frame")
         await pilot.press("n", "n", "n")
-        for _ in range(1200):
-            await pilot.pause(0.05)
-            if app.index == 3:
-                break
+        await wait_for(pilot, lambda: app.index == 3, "step 3")
         await pilot.pause(0.3)
     assert snap_compare(LineageApp(str(SC / "tour.yaml")), terminal_size=(80, 24), run_before=before)
