@@ -216,8 +216,8 @@ def bench_step(ctx, B):
         pstats.Stats(pr, stream=buf).sort_stats("tottime").print_stats(12)
         log("   host profile of 2000 kda_step calls (B=1):\n" + "\n".join("   | " + x for x in buf.getvalue().splitlines()[:30]))
     if ctx["sweep"]:
-        for BV in (16, 32, 64):
-            for warps in (4,):
+        for BV in (16, 32, 64, 128):
+            for warps in (2, 4, 8):
                 cfg = (max(16, K), BV, warps)
                 try:
                     t = timer(lambda: kernels.kda_step(q, k, v, g, beta, S, config=cfg), calls=50)
