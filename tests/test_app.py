@@ -208,3 +208,19 @@ def test_help_screen_shows_the_keys():
             await pilot.press("escape")
             assert type(app.screen).__name__ != "HelpScreen"
     run(go())
+
+
+def test_sweep_fills_every_column():
+    """The sweep buffer after a jump holds the last `span` steps, each in column step % span,
+    and a step forward rewrites exactly one column."""
+    import numpy as np
+    from tui.widgets.sweep import Sweep
+    sw = Sweep()
+    col = lambda j: np.full(3, float(j))              # noqa: E731
+    buf = sw.update("k", 60, col, width=52).copy()   # span 48
+    span = buf.shape[1]
+    assert span == 48 and sorted(buf[0].tolist()) == list(range(60 - span + 1, 61))
+    assert buf[0, 60 % span] == 60
+    nxt = sw.update("k", 61, col, width=52)
+    changed = np.flatnonzero((nxt != buf).any(axis=0))
+    assert changed.tolist() == [61 % span] and nxt[0, 61 % span] == 61

@@ -23,7 +23,7 @@ class Sweep:
         if fresh or self.last is None or not (0 < i - self.last <= 2):
             first = column(i)
             self.buf = np.zeros((first.shape[0], span))
-            for j in range(max(0, i - span + 2), i + 1):
+            for j in range(max(0, i - span + 1), i + 1):
                 self.buf[:, j % span] = column(j) if j != i else first
         else:
             for j in range(self.last + 1, i + 1):
