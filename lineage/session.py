@@ -238,7 +238,16 @@ class Session(Cursor):
             import torch
             self.torch = torch
             self.device = self._device(device or sc.device)
-            if self.device.type == "cpu" and torch.get_num_threads() > 1 and self._small(sc):
+            cfgs = []
+            if specs[0].memory is None:
+                problems: list = []
+                cfgs = [build_config(s, ("models", i), Located(sc.source or "<scenario>", None), problems)
+                        for i, s in enumerate(specs)]
+                if problems:
+                    raise ScenarioError(problems)
+            from .params import count
+            totals = [count(cfg)["total"] for cfg in cfgs]
+            if self.device.type == "cpu" and torch.get_num_threads() > 1 and sum(totals) < 20_000_000:
                 # a step of a small model is dozens of tiny ops: extra intra-op threads only
                 # spin, and steal the core the UI draws on (7.2 ms a step on one thread,
                 # 12.5 ms on two while the app draws, measured on the 2-core dev box)
@@ -260,21 +269,15 @@ class Session(Cursor):
                     self.tokens = ByteTokenizer().encode(sc.input.text)
                 else:
                     self.tokens = list(sc.input.ids) if sc.input.ids is not None else list(seq.tokens)
-                problems: list = []
-                for i, s in enumerate(specs):
-                    cfg = build_config(s, ("models", i), Located(sc.source or "<scenario>", None), problems)
-                    if cfg is None:
-                        raise ScenarioError(problems)
+                for s, cfg, total in zip(specs, cfgs, totals):
                     self.runners.append(_LMRunner(cfg, sc, self.device, dtype, sc.base_dir))
-                    from .params import count
                     info_models.append({"name": s.label, "kind": "lm", "config": dataclasses.asdict(cfg),
-                                        "params": count(cfg)["total"]})
+                                        "params": total})
                 self.notes += sorted({r.backend_note for r in self.runners if r.backend_note})
                 P = sc.decoding.prefill
                 for r in self.runners:
                     r.prefill(self.tokens[:P])
                 self.gen = torch.Generator().manual_seed(sc.decoding.seed)
-            self.generated: list[int] = []
         self.info = {"title": sc.title, "description": sc.description, "steps": self.total,
                      "models": info_models, "panels": [p.model_dump() for p in sc.panels],
                      "captions": [c.model_dump() for c in sc.captions],
@@ -289,17 +292,6 @@ class Session(Cursor):
             return "reference (toy memory)" if self.runners else "none (arithmetic)"
         b = lm[0].backend
         return "triton (prefill and unobserved steps; observed steps use the reference)" if b == "triton" else b
-
-    @staticmethod
-    def _small(sc: Scenario) -> bool:
-        from .params import count
-        problems: list = []
-        total = 0
-        for i, s in enumerate(sc.model_specs):
-            if s.memory is None:
-                cfg = build_config(s, ("models", i), Located(sc.source or "<scenario>", None), problems)
-                total += count(cfg)["total"] if cfg is not None else 0
-        return total < 20_000_000
 
     def _device(self, want: str):
         torch = self.torch

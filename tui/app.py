@@ -196,9 +196,13 @@ class LineageApp(App):
         self.index = i
         for panel in self.query(Panel):
             panel.paced_show(cursor, i)
-        made = len(getattr(cursor, "frames", ())) or cursor.total
-        self.query_one(Timeline).set(i, cursor.total, made, self.playing, SPEEDS[self.speed_i])
+        self._update_timeline()
         self.frames_shown += 1
+
+    def _update_timeline(self) -> None:
+        cursor = self.cursor
+        made = len(getattr(cursor, "frames", ())) or cursor.total   # a Replay has every frame
+        self.query_one(Timeline).set(max(self.index, 0), cursor.total, made, self.playing, SPEEDS[self.speed_i])
 
     def action_step(self, delta: int) -> None:
         self.stop()
@@ -288,17 +292,13 @@ class LineageApp(App):
             self._play_timer.stop()
             self._play_timer = None
         if was and self.cursor is not None:
-            self.query_one(Timeline).set(max(self.index, 0), self.cursor.total,
-                                         len(getattr(self.cursor, "frames", ())) or self.cursor.total,
-                                         False, SPEEDS[self.speed_i])
+            self._update_timeline()
 
     def action_speed(self, delta: int) -> None:
         self.speed_i = max(0, min(len(SPEEDS) - 1, self.speed_i + delta))
         self._restart_play()
         if self.cursor is not None:
-            self.query_one(Timeline).set(max(self.index, 0), self.cursor.total,
-                                         len(getattr(self.cursor, "frames", ())) or self.cursor.total,
-                                         self.playing, SPEEDS[self.speed_i])
+            self._update_timeline()
 
     # -- panels -----------------------------------------------------------------------
     def _focused_panel(self) -> Panel | None:

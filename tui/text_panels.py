@@ -158,7 +158,6 @@ def routing(cur, i: int, p: dict, width: int) -> list[str]:
     E = moe["n_experts"]
     span = max(1, min(width - 12, 40))
     picks = np.zeros((E, 0), dtype=np.int8)
-    load = np.zeros(E, dtype=np.int64)
     for j in range(max(0, i - span + 1), i + 1):
         col = np.zeros((E, 1), dtype=np.int8)
         col[cur.frame(j).get(m, "experts", layer), 0] = 1

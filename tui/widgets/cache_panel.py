@@ -119,8 +119,3 @@ class CachePanel(Panel):
             out.append(f" {mark}{mark} " if nc else " ██ ", style=None if nc else rich)
             out.append(name + "  ")
         return out
-
-    def on_resize(self) -> None:
-        # only redraw a frame the app has shown; an unmade one would be stepped on the UI thread
-        if getattr(self.app, "cursor", None) is not None and self.app.frames_shown:
-            self._draw(self.app.cursor, self.app.index)
