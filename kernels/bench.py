@@ -176,13 +176,8 @@ def bench_step(ctx, B):
     shape = f"B={B} H={H} K={K} V={V} {str(dt)[6:]}"
     nbytes = 2 * S.numel() * 4 + (3 * B * H * K + 2 * B * H * V) * q.element_size() + B * H * beta.element_size()
 
-    from kernels.step import _step_config
-    ours = timer(lambda: kernels.kda_step(q, k, v, g, beta, S), calls=50)
-    graph = timer.graph(lambda: kernels.kda_step(q, k, v, g, beta, S))
+    from kernels.step import _kda_step_kernel, _step_config
     cfg = _step_config(B * H, K, V)
-    row("kda_step", shape, f"triton {cfg}", ours, bytes_=nbytes)
-    if graph is not None:
-        row("kda_step", shape, "triton, CUDA graph replay", graph, bytes_=nbytes)
     base = {}
 
     def ops_step(q, k, v, g, beta, S):
@@ -194,27 +189,57 @@ def bench_step(ctx, B):
         compiled = torch.compile(ops_step)
         base["compile"] = row("kda_step", shape, "torch.compile(lineage.ops)",
                               timer(lambda: compiled(q, k, v, g, beta, S), calls=20, warmup=5), bytes_=nbytes)
+    # Ours and fla are timed in alternating rounds and each reported as the median over the
+    # rounds: a kernel timed first in a run came out up to 13% slower than the same kernel
+    # timed later, so a single back-to-back pair would favour whichever ran second.
+    ours_t, graph_t, fla_t = [], [], []
     if ctx["fla"]:
         fused_recurrent_kda = ctx["fla"][1]
         qf, kf, vf, gf, bf = (x[:, None] for x in (q, k, v, g, beta))
-        base["fla"] = row("kda_step", shape, "fla fused_recurrent_kda",
-                          timer(lambda: fused_recurrent_kda(qf, kf, vf, gf, bf, initial_state=S, output_final_state=True),
-                                calls=50), bytes_=nbytes)
-    RESULTS["rows"][-1 - len(base) - (graph is not None)].update(
-        {f"speedup_vs_{name}": t / ours for name, t in base.items() if t})
+    for _ in range(ctx["rounds"]):
+        ours_t.append(timer(lambda: kernels.kda_step(q, k, v, g, beta, S), calls=50))
+        graph_t.append(timer.graph(lambda: kernels.kda_step(q, k, v, g, beta, S)))
+        if ctx["fla"]:
+            fla_t.append(timer(lambda: fused_recurrent_kda(qf, kf, vf, gf, bf, initial_state=S,
+                                                           output_final_state=True), calls=50))
+    rounds = lambda ts: ", ".join(f"{t * 1e6:.1f}" for t in ts)  # noqa: E731
+    ours = row("kda_step", shape, f"triton {cfg}", statistics.median(ours_t), bytes_=nbytes,
+               note=f"rounds (us): {rounds(ours_t)}")
+    if graph_t[0] is not None:
+        row("kda_step", shape, "triton, CUDA graph replay", statistics.median(graph_t), bytes_=nbytes,
+            note=f"rounds (us): {rounds(graph_t)}")
+    if fla_t:
+        base["fla"] = row("kda_step", shape, "fla fused_recurrent_kda", statistics.median(fla_t), bytes_=nbytes,
+                          note=f"rounds (us): {rounds(fla_t)}")
+    next(r for r in RESULTS["rows"] if r["op"] == "kda_step" and r["shape"] == shape
+         and r["impl"].startswith("triton (")).update({f"speedup_vs_{n}": t / ours for n, t in base.items() if t})
     if ctx["device"] == "cuda" and B == 1:
-        import cProfile
-        import io
-        import pstats
-        pr = cProfile.Profile()
-        pr.enable()
-        for _ in range(2000):
-            kernels.kda_step(q, k, v, g, beta, S)
-        pr.disable()
-        torch.cuda.synchronize()
-        buf = io.StringIO()
-        pstats.Stats(pr, stream=buf).sort_stats("tottime").print_stats(12)
-        log("   host profile of 2000 kda_step calls (B=1):\n" + "\n".join("   | " + x for x in buf.getvalue().splitlines()[:30]))
+        # Host time per call at batch 1 (the GPU needs ~2 us), wall clock over many calls:
+        # the whole kda_step, Triton's generic launch of the same kernel, and the parts.
+        o = torch.empty_like(v)
+        BK, BV, warps = cfg
+        grid = (B * H, -(-V // BV))
+        parts = {
+            "kda_step (all of it)": lambda: kernels.kda_step(q, k, v, g, beta, S),
+            "Triton generic launch alone": lambda: _kda_step_kernel[grid](q, k, v, g, beta, S, o, o, K ** -0.5, K, V,
+                                                                          BK, BV, 2, False, num_warps=warps),
+            "torch.empty_like(v) alone": lambda: torch.empty_like(v),
+        }
+        for name, fn in parts.items():
+            for _ in range(200):
+                fn()
+            torch.cuda.synchronize()
+            per = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                for _ in range(4000):
+                    fn()
+                per.append((time.perf_counter() - t0) / 4000)
+                torch.cuda.synchronize()
+            RESULTS["sweeps"].append({"op": "kda_step host", "shape": shape, "part": name,
+                                      "us": [p * 1e6 for p in per]})
+            log(f"   host {name:32s} {statistics.median(per) * 1e6:6.2f} us per call (5 x 4000 calls: "
+                f"{rounds(per)})")
     if ctx["sweep"]:
         for BV in (16, 32, 64, 128):
             for warps in (2, 4, 8):
@@ -413,6 +438,7 @@ def main(argv=None):
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile baselines")
     ap.add_argument("--compile-chunked", action="store_true",
                     help="also torch.compile the chunked reference (its Python chunk loop unrolls: slow to compile)")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds of ours and fla for kda_step")
     ap.add_argument("--only", default="step,chunk,situ,accuracy", help="comma list of parts to run")
     args = ap.parse_args(argv)
     if args.smoke:
@@ -429,7 +455,7 @@ def main(argv=None):
     ctx = {"torch": torch, "kernels": kernels, "ops": ops, "timer": Timer(device), "device": device,
            "dtype": torch.float32 if args.smoke else torch.bfloat16,
            "compile": not args.no_compile and not args.smoke, "compile_chunked": args.compile_chunked,
-           "sweep": args.sweep, "fla": None if args.smoke else try_fla()}
+           "sweep": args.sweep, "fla": None if args.smoke else try_fla(), "rounds": args.rounds}
     if args.smoke:
         ctx.update(H=2, K=32, V=32, chunk_shape=(1, 130, 2, 32, 32), situ_shape=(8, 64), acc_shape=(1, 70, 2, 32, 32))
         step_batches = (1, 3)

@@ -6,6 +6,7 @@ Forward only: there is no backward.
     u = beta (v - k S)                (V,)
     S = S + k^T u                     (K, V), written back in place
     o = scale q S                     (V,)
+    r = k S (after the decay)         (V,), optional: the read-back the app observes
 
 The state is fp32 (B, H, K, V) and is read and written exactly once: at large batch the
 kernel is a copy of the state, so its speed is the device's copy bandwidth. At batch 1 it is
@@ -13,18 +14,21 @@ launch bound, so the launcher does only cheap checks and allocates nothing but o
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 import triton
 import triton.language as tl
 
 
 @triton.jit
-def _kda_step_kernel(q, k, v, g, beta, S, o, scale,
+def _kda_step_kernel(q, k, v, g, beta, S, o, r, scale,
                      K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-                     GATE: tl.constexpr):
+                     GATE: tl.constexpr, READ: tl.constexpr):
     """One (batch, head) and one block of BV state columns per program.
-    q, k, g: (B*H, K); v, o: (B*H, V); beta: (B*H,); S: (B*H, K, V) fp32, updated in place.
-    GATE: 0 none, 1 one log decay per head (g (B*H,)), 2 one per key channel."""
+    q, k, g: (B*H, K); v, o, r: (B*H, V); beta: (B*H,); S: (B*H, K, V) fp32, updated in place.
+    GATE: 0 none, 1 one log decay per head (g (B*H,)), 2 one per key channel.
+    READ: also store r = k S after the decay and before the write (what the app shows)."""
     i_bh, i_v = tl.program_id(0), tl.program_id(1)
     i_bh = i_bh.to(tl.int64)
     o_k = tl.arange(0, BK)
@@ -41,7 +45,10 @@ def _kda_step_kernel(q, k, v, g, beta, S, o, scale,
         b_S *= tl.exp(tl.load(g + i_bh * K + o_k, mask=m_k, other=0.).to(tl.float32))[:, None]
     elif GATE == 1:
         b_S *= tl.exp(tl.load(g + i_bh).to(tl.float32))
-    b_u = b_beta * (b_v - tl.sum(b_k[:, None] * b_S, 0))                           # (BV,)
+    b_r = tl.sum(b_k[:, None] * b_S, 0)                                            # (BV,) read-back
+    if READ:
+        tl.store(r + i_bh * V + o_v, b_r.to(r.dtype.element_ty), mask=m_v)
+    b_u = b_beta * (b_v - b_r)                                                     # (BV,)
     b_S += b_k[:, None] * b_u[None, :]
     tl.store(p_S, b_S, mask=m_S)
     tl.store(o + i_bh * V + o_v, tl.sum(b_q[:, None] * b_S, 0).to(o.dtype.element_ty), mask=m_v)
@@ -57,30 +64,51 @@ def _step_config(BH: int, K: int, V: int) -> tuple[int, int, int]:
 
 _CONFIGS: dict = {}     # (B*H, K, V) -> _step_config(...): plain Python on the hot path
 
+# At batch 1 the kernel takes ~2 us of GPU time and Triton's generic launch path (argument
+# binding, specialization, a data_ptr() call and a driver pointer query per tensor) several
+# times that on the host. After the first call of a specialization the launch goes straight to
+# the compiled kernel's launcher with the pointers as plain ints (the C launcher then skips
+# the per-pointer driver query). The specialization key holds everything Triton specializes
+# on here: device, dtypes, sizes, tiles, and 16-byte alignment of the pointers (only the
+# all-aligned case is cached; torch's allocations always are). Launch hooks (profilers) are
+# bypassed on this path.
+_DIRECT: dict = {}      # key -> (launch, prefix): launch(*prefix, stream, *args) starts the kernel
+_STREAM: list = []      # [the current-stream getter] while the direct launch is in use
 
-# Compiled kernels by everything Triton specializes on, for the fast launch below.
-_COMPILED: dict = {}
-_FAST: list = []        # [the current-stream getter] while the direct launch is in use
+
+def _direct_launcher(compiled):
+    """(launch, head, tail) so that launch(gx, gy, 1, stream, *head, *args) starts `compiled`:
+    Triton 3.6's C entry point itself when the Python wrapper adds nothing (no scratch memory),
+    else the wrapper (any Triton 3.x with ``CompiledKernel.run``)."""
+    run = compiled.run
+    import inspect
+    params = list(inspect.signature(type(run).__call__).parameters)
+    if (params == ["self", "gridX", "gridY", "gridZ", "stream", "function", "args"]
+            and getattr(run, "launch", None) is not None
+            and not run.global_scratch_size and not run.profile_scratch_size):
+        # the wrapper would add (cooperative, pdl, global scratch, profile scratch) and call this
+        head = (compiled.function, run.launch_cooperative_grid, run.launch_pdl, None, None,
+                compiled.packed_metadata, None, None, None)
+        return run.launch, head
+    return run, (compiled.function, compiled.packed_metadata, None, None, None)
 
 
-def _init_fast():
-    try:
-        _FAST.append(triton.runtime.driver.active.get_current_stream)
-    except Exception:  # noqa: BLE001
-        pass
-
-
-def kda_step(q, k, v, g, beta, state, *, scale=None, config=None):
+def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
     """One token of KDA (or Gated DeltaNet with g (B, H), or DeltaNet with g None), forward
     only (no backward). q, k (B, H, K); v (B, H, V); g (B, H, K), (B, H) or None; beta (B, H);
     state (B, H, K, V) fp32 contiguous, updated IN PLACE. One kernel launch.
     Returns o (B, H, V) in v's dtype: the read after this token's write.
-    ``config`` = (BK, BV, num_warps) overrides the tile choice (for benchmarks)."""
+    ``read``: an optional contiguous (B, H, V) tensor that receives k S after the decay and
+    before the write (the recall the delta rule corrects), in the same launch.
+    ``config`` = (BK, BV, num_warps) overrides the tile choice (for benchmarks).
+    Under torch.compile the call goes through the custom op ``torch.ops.lineage.kda_step``,
+    so the compiler keeps this kernel inside the graph it builds."""
     if q.dim() != 3 or v.dim() != 3:
         raise ValueError(f"kda_step: q must be (B, H, K) and v (B, H, V); got {tuple(q.shape)}, {tuple(v.shape)}")
     B, H, K = q.shape
-    V = v.shape[-1]
-    if k.shape != q.shape or v.shape[:2] != q.shape[:2] or beta.shape != q.shape[:2]:
+    V = v.shape[2]
+    BH = (B, H)
+    if k.shape != q.shape or v.shape[:2] != BH or beta.shape != BH:
         raise ValueError(f"kda_step: want q, k (B, H, K), v (B, H, V), beta (B, H); got "
                          f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}, {tuple(beta.shape)}")
     if state.shape != (B, H, K, V) or state.dtype != torch.float32 or not state.is_contiguous():
@@ -90,43 +118,85 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, config=None):
         gate, g = 0, q
     elif g.shape == q.shape:
         gate = 2
-    elif g.shape == q.shape[:2]:
+    elif g.shape == BH:
         gate = 1
     else:
         raise ValueError(f"kda_step: g must be (B, H, K) or (B, H); got {tuple(g.shape)}")
     if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()
             and g.is_contiguous() and beta.is_contiguous()):
         raise ValueError("kda_step: q, k, v, g, beta must be contiguous")
+    if read is not None and (read.shape != v.shape or not read.is_contiguous()):
+        raise ValueError(f"kda_step: read must be a contiguous (B, H, V) = {tuple(v.shape)}; got {tuple(read.shape)}")
+    scale = K ** -0.5 if scale is None else float(scale)
+    if _compiling():
+        return torch.ops.lineage.kda_step(q, k, v, g, beta, state, read, scale, gate)
     if config is None:
         config = _CONFIGS.get((B * H, K, V))
         if config is None:
             config = _CONFIGS[(B * H, K, V)] = _step_config(B * H, K, V)
     BK, BV, warps = config
     o = torch.empty_like(v)
-    grid = (B * H, (V + BV - 1) // BV)
-    args = (q, k, v, g, beta, state, o, K ** -0.5 if scale is None else scale, K, V, BK, BV, gate)
+    r, READ = (o, False) if read is None else (read, True)
+    gx, gy = B * H, (V + BV - 1) // BV
     if not q.is_cuda:
-        _kda_step_kernel[grid](*args, num_warps=warps)
+        _kda_step_kernel[(gx, gy)](q, k, v, g, beta, state, o, r, scale, K, V, BK, BV, gate, READ, num_warps=warps)
         return o
-    if not _COMPILED and not _FAST:
-        _init_fast()
-    # Launch bound at small batch: Triton's generic launch path (argument binding and
-    # specialization) costs more host time than the kernel takes on the GPU. After the first
-    # call for a given specialization, launch the compiled kernel directly. The key holds what
-    # Triton specializes on here: dtypes, sizes, tiles, and 16-byte alignment of the pointers
-    # (all aligned is the only case cached; torch's allocations always are).
-    aligned = ((q.data_ptr() | k.data_ptr() | v.data_ptr() | g.data_ptr() | beta.data_ptr()
-                | state.data_ptr() | o.data_ptr()) & 15) == 0
-    key = (q.device.index, q.dtype, g.dtype, beta.dtype, K, V, BK, BV, gate, warps)
-    kernel = _COMPILED.get(key) if aligned and _FAST else None
-    if kernel is not None:
+    dev = q.get_device()
+    if (k.get_device() != dev or v.get_device() != dev or g.get_device() != dev
+            or beta.get_device() != dev or state.get_device() != dev or r.get_device() != dev):
+        raise ValueError("kda_step: q, k, v, g, beta, state and read must be on one CUDA device")
+    ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr(), beta.data_ptr(), state.data_ptr(),
+            o.data_ptr(), r.data_ptr())
+    aligned = not (ptrs[0] | ptrs[1] | ptrs[2] | ptrs[3] | ptrs[4] | ptrs[5] | ptrs[6] | ptrs[7]) & 15
+    key = (dev, q.dtype, k.dtype, v.dtype, g.dtype, beta.dtype, r.dtype, K, V, BK, BV, gate, READ, warps)
+    direct = _DIRECT.get(key)
+    if direct is not None and aligned:
+        launch, head = direct
         try:
-            kernel.run(grid[0], grid[1], 1, _FAST[0](key[0]), kernel.function, kernel.packed_metadata,
-                       None, None, None, *args)
+            launch(gx, gy, 1, _STREAM[0](dev), *head, *ptrs, scale, K, V, BK, BV, gate, READ)
             return o
-        except Exception:  # noqa: BLE001 - an internal API changed: use the generic path from now on
-            _FAST.clear()
-    kernel = _kda_step_kernel[grid](*args, num_warps=warps)
-    if aligned and _FAST and hasattr(kernel, "run") and hasattr(kernel, "packed_metadata"):
-        _COMPILED[key] = kernel
+        except (TypeError, SystemError, ValueError):   # arguments rejected before any launch
+            _DIRECT[key] = None
+    compiled = _kda_step_kernel[(gx, gy)](q, k, v, g, beta, state, o, r, scale, K, V, BK, BV, gate, READ,
+                                          num_warps=warps)
+    if aligned and key not in _DIRECT:
+        try:
+            if not _STREAM:
+                _STREAM.append(triton.runtime.driver.active.get_current_stream)
+            _DIRECT[key] = _direct_launcher(compiled)
+        except Exception:  # noqa: BLE001 - Triton's internals moved: keep the generic launch
+            _DIRECT[key] = None
     return o
+
+
+def _compiling() -> bool:
+    return _IS_COMPILING is not None and _IS_COMPILING()
+
+
+_IS_COMPILING = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+
+
+def _register_op() -> None:
+    """``torch.ops.lineage.kda_step``: the same launch written so torch.compile can trace it
+    (torch.library.triton_op, torch >= 2.6). Inductor then keeps our kernel in the graph it
+    builds, fused work around it, instead of stopping at an opaque Python launcher."""
+    global _IS_COMPILING
+    if not hasattr(torch.library, "triton_op"):
+        _IS_COMPILING = None          # older torch: compiling graph-breaks at the eager launcher
+        return
+    from torch.library import triton_op, wrap_triton
+
+    @triton_op("lineage::kda_step", mutates_args={"state", "read"})
+    def _op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+            state: torch.Tensor, read: Optional[torch.Tensor], scale: float, gate: int) -> torch.Tensor:
+        B, H, K = q.shape
+        V = v.shape[2]
+        BK, BV, warps = _step_config(B * H, K, V)
+        o = torch.empty_like(v)
+        wrap_triton(_kda_step_kernel)[(B * H, triton.cdiv(V, BV))](
+            q, k, v, g, beta, state, o, o if read is None else read, scale, K, V, BK, BV, gate,
+            read is not None, num_warps=warps)
+        return o
+
+
+_register_op()

@@ -100,13 +100,12 @@ def bench_gpu(steps: int = 200, prefill: int = 64) -> dict:
 
             def step(observe):
                 _, st[0] = model.step(tok, st[0], {} if observe else None)
-            if backend == "reference":
-                out["k3-mini step, all observations, reference (ms)"] = timed(lambda: step(True), steps)
+            out[f"k3-mini step, all observations, {backend} (ms)"] = timed(lambda: step(True), steps)
             out[f"k3-mini step, no observations, {backend} (ms)"] = timed(lambda: step(False), steps)
             out[f"k3-mini prefill T=4096, {backend} (ms)"] = timed(lambda: model(ids), 5)
         # the whole step in one CUDA graph (static MLA cache), with all observations
         from .graph_step import GraphStep
-        for backend, compiled in (("reference", False), ("triton", False), ("reference", True)):
+        for backend, compiled in (("reference", False), ("triton", False), ("reference", True), ("triton", True)):
             set_backend(model, backend)
             _, start = model(ids[:, :prefill])
             t0 = time.perf_counter()
@@ -116,7 +115,7 @@ def bench_gpu(steps: int = 200, prefill: int = 64) -> dict:
                 out[f"graph capture failed ({backend}, compile={compiled})"] = f"{type(e).__name__}: {str(e)[:200]}"
                 continue
             if compiled:
-                backend = "reference + torch.compile"
+                backend = f"{backend} + torch.compile"
                 out[f"  compile + capture time ({backend}) (s)"] = time.perf_counter() - t0
             eager = start
             worst = 0.0

@@ -84,13 +84,19 @@ class DeltaNet(nn.Module):
         q, k, v, beta = q[:, 0], k[:, 0], v[:, 0], beta[:, 0]                      # (B, H, K), (B, H)
         B, H, K = q.shape
         g = self._decay(x)
-        if obs is None and self.backend == "triton":
-            # one fused launch; the fp32 state is updated in place (observing needs the
-            # read-back and the write, so an observed step takes the written-out path below)
+        if self.backend == "triton":
+            # one fused launch; the fp32 state is updated in place, and when observing, the
+            # kernel also writes the read-back k S, from which the correction and write follow
             import kernels
+            q, k, v, beta = q.contiguous(), k.contiguous(), v.contiguous(), beta.contiguous()
             S = torch.zeros(B, H, K, v.shape[-1], device=q.device, dtype=torch.float32) if state is None \
                 else state.S.float().contiguous()
-            o = kernels.kda_step(q, k, v, None if g is None else g[:, 0], beta, S)
+            read = None if obs is None else torch.empty_like(v)                   # (B, H, V)
+            o = kernels.kda_step(q, k, v, None if g is None else g[:, 0], beta, S, read=read)
+            if obs is not None:
+                u = beta[..., None] * (v - read)                                  # (B, H, V)
+                self._observe(obs, S, k[..., None] * u[:, :, None], read, v, k, beta,
+                              None if g is None else g[:, 0].exp())
             return self._output(x, o[:, None])[:, 0], DeltaState(S, conv)
         S = q.new_zeros(B, H, K, v.shape[-1]) if state is None else state.S.to(q.dtype)
         alpha = None
@@ -103,8 +109,11 @@ class DeltaNet(nn.Module):
         S = S + dS
         o = ((q * K ** -0.5)[:, :, None] @ S).squeeze(2)                          # (B, H, V), includes this token
         if obs is not None:
-            obs.update(kind=type(self).__name__.lower(), S=S.detach(), dS=dS.detach(), read=read.detach(),
-                       v=v.detach(), k=k.detach(), beta=beta.detach(),
-                       decay=None if alpha is None else alpha.detach(),
-                       state_bytes=S.numel() * S.element_size())
+            self._observe(obs, S, dS, read, v, k, beta, alpha)
         return self._output(x, o[:, None])[:, 0], DeltaState(S, conv)
+
+    def _observe(self, obs, S, dS, read, v, k, beta, alpha):
+        obs.update(kind=type(self).__name__.lower(), S=S.detach(), dS=dS.detach(), read=read.detach(),
+                   v=v.detach(), k=k.detach(), beta=beta.detach(),
+                   decay=None if alpha is None else alpha.detach(),
+                   state_bytes=S.numel() * S.element_size())

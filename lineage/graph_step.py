@@ -52,8 +52,8 @@ class GraphStep:
     def __init__(self, model: LM, state: ModelState, capacity: int, observe: bool = True,
                  compile: bool = False):
         """compile=True first runs the step through torch.compile (inductor fuses the many small
-        elementwise kernels), then captures the compiled step. Reference backend only: the
-        Triton launcher of kda_step is opaque to the compiler."""
+        elementwise kernels), then captures the compiled step. On the Triton backend the
+        delta-rule layers call kda_step through its custom op, which the compiler keeps."""
         if model.wpe is not None:
             raise ValueError("learned positions index by a host integer; graph capture supports RoPE/NoPE models")
         if any(st is None for st in state.layers):
@@ -87,9 +87,10 @@ class GraphStep:
         obs = {} if self.observe else None
         logits, new = self.model.step(self.token, self.state, obs)
         for old, nw in zip(self.state.layers, new.layers):
-            if isinstance(old, DeltaState) and nw.S is not old.S:
-                old.S.copy_(nw.S)
-                if old.conv is not None:
+            if isinstance(old, DeltaState):
+                if nw.S is not old.S:                 # the Triton step updates S in place
+                    old.S.copy_(nw.S)
+                if old.conv is not None and nw.conv is not old.conv:
                     old.conv.copy_(nw.conv)
             elif isinstance(old, LinearState):
                 old.S.copy_(nw.S)
