@@ -4,6 +4,8 @@
     python -m lineage.bench step       # k3-mini one-token step, observations on vs off
     python -m lineage.bench chunk      # chunked vs recurrent kda at T = 4096
     python -m lineage.bench gpu        # k3-mini on CUDA: reference vs Triton backend
+    python -m lineage.bench gpu-compiled   # only the compiled + captured step on the Triton backend
+    python -m lineage.bench gpu-session    # the tour through Session: eager vs CUDA graph
 """
 from __future__ import annotations
 
@@ -69,7 +71,7 @@ def bench_chunk(T: int = 4096, B: int = 1, H: int = 4, K: int = 64, reps: int = 
             "speed-up chunked / recurrent": rec / chk}
 
 
-def bench_gpu(steps: int = 200, prefill: int = 64) -> dict:
+def bench_gpu(steps: int = 200, prefill: int = 64, variants=None) -> dict:
     """k3-mini on one CUDA device, B = 1, fp32: the observed step the app makes, the bare step on
     the reference and on the Triton backend, and a 4096-token prefill on both backends."""
     from .backend import set_backend
@@ -105,7 +107,10 @@ def bench_gpu(steps: int = 200, prefill: int = 64) -> dict:
             out[f"k3-mini prefill T=4096, {backend} (ms)"] = timed(lambda: model(ids), 5)
         # the whole step in one CUDA graph (static MLA cache), with all observations
         from .graph_step import GraphStep
-        for backend, compiled in (("reference", False), ("triton", False), ("reference", True), ("triton", True)):
+        from torch._dynamo.utils import counters
+        counters.clear()
+        for backend, compiled in variants or (("reference", False), ("triton", False), ("reference", True),
+                                              ("triton", True)):
             set_backend(model, backend)
             _, start = model(ids[:, :prefill])
             t0 = time.perf_counter()
@@ -117,6 +122,9 @@ def bench_gpu(steps: int = 200, prefill: int = 64) -> dict:
             if compiled:
                 backend = f"{backend} + torch.compile"
                 out[f"  compile + capture time ({backend}) (s)"] = time.perf_counter() - t0
+                # 0 means the compiler traced the whole step, our kda_step op included
+                out[f"  graph breaks while compiling ({backend})"] = str(sum(counters["graph_break"].values()))
+                counters.clear()
             eager = start
             worst = 0.0
             for t in range(8):                      # the graph gives the eager step's answer
@@ -172,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {time.strftime('%Y-%m-%d')} {machine()}")
     for name in which:
         res = {"step": bench_step, "chunk": bench_chunk, "gpu": bench_gpu,
-                "gpu-session": bench_gpu_session}[name]()
+               "gpu-compiled": lambda: bench_gpu(variants=(("triton", True),)),
+               "gpu-session": bench_gpu_session}[name]()
         for key, val in res.items():
             if isinstance(val, float):
                 print(f"{key:<52} {val:10.2e}" if "difference" in key else f"{key:<52} {val:10.3f}")
