@@ -34,8 +34,8 @@ Overflow: decays are only ever exponentiated as differences that are <= 0. Where
 e^{G_r - G_s} must become a matmul, it is split at a token n between s and r:
 e^{G_r - G_n} e^{G_n - G_s}, both factors <= 1: at the first token of the 16-token block for
 earlier blocks, then at every SUB tokens inside the diagonal block (SUB = 4 by default, both
-implementations). Only SUB x SUB diagonal sub-blocks are computed pair by pair. Arguments are clamped with min(., 0) as well, so padded
-rows (t >= T, loaded as 0) can never produce inf * 0.
+implementations). Only SUB x SUB diagonal sub-blocks are computed pair by pair. Arguments are
+clamped with min(., 0) as well, so padded rows (t >= T, loaded as 0) can never produce inf * 0.
 
 Precision: fp32 inputs run every matmul in full fp32 (ieee). 16-bit inputs use tf32 in the
 parallel kernels, keep W, U, P in the input dtype and give the sequential kernel 16-bit matmul
