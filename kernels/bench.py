@@ -300,8 +300,11 @@ def bench_chunk(ctx):
     # where the time goes, kernel by kernel
     if ctx["device"] == "cuda":
         from torch.profiler import ProfilerActivity, profile
-        for name, fn in [("triton", lambda: kernels.kda(q, k, v, g, beta))] + (
+        split = lambda: chunk_delta._chunk_delta(q, k, v, g, beta, None, None, 64, 2, "kda",  # noqa: E731
+                                                 options={"scores_impl": "split"})
+        for name, fn in [("triton", lambda: kernels.kda(q, k, v, g, beta)), ("triton split scores", split)] + (
                 [("fla", fla_call)] if ctx["fla"] else []):
+            fn()                # compile outside the profile
             torch.cuda.synchronize()
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
                 for _ in range(3):
@@ -319,6 +322,12 @@ def bench_chunk(ctx):
     if ctx["sweep"]:
         variants = [{}, {"sub": 8}, {"sub": 2}, {"scores": (32, 4)}, {"scores": (64, 8)}, {"state": (64, 8, 1)},
                     {"inter": torch.float32, "dot": triton_fp32()}]
+        # the "split" score kernels: split_inter = (BK, num_warps), split_diag = (BK, num_warps, SUB);
+        # SUB 16 is a plain column loop in the diagonal block, SUB 1 all matmuls
+        split = {"scores_impl": "split"}
+        variants += [split] + [{**split, "split_inter": c} for c in ((32, 4), (128, 4), (64, 2), (128, 8))] + \
+            [{**split, "split_diag": c} for c in ((32, 4, 4), (128, 4, 4), (64, 2, 4), (64, 8, 4),
+                                                  (64, 4, 2), (64, 4, 8), (64, 4, 16), (128, 4, 16), (64, 4, 1))]
         for opt in variants:
             name = {key: str(val) for key, val in opt.items()}
             try:

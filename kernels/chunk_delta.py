@@ -17,10 +17,14 @@ entering the chunk, the delta writes u satisfy a unit-lower-triangular system:
     o_r   = (scale q_r e^{G_r}) S0 + sum_{s <= r} P[r, s] u_s,   P[r, s] = scale sum_i q_r[i] k_s[i] e^{G_r[i] - G_s[i]}
     S_end = e^{G_C} S0 + sum_s (k_s e^{G_C - G_s})^T u_s            (C = last token of the chunk)
 
-Five kernels, each launched once:
+Five stages, each kernel launched once:
 
 1. ``_chunk_cumsum_kernel``  (chunks, B*H): G = in-chunk cumsum of g, kept in fp32.
-2. ``_chunk_scores_kernel``  (chunks * 4, B*H): A and P, one 16-row block of a chunk per program.
+2. A and P, by one of two implementations (option ``scores_impl``):
+   "rows":  ``_chunk_scores_kernel`` (chunks * 4, B*H): one 16-row strip of a chunk, all 64 columns;
+   "split": ``_scores_inter_kernel`` (chunks * 6, B*H): one 16 x 16 block below the diagonal (and
+            the zero block mirrored above it), and ``_scores_diag_kernel`` (chunks * 4, B*H): one
+            diagonal 16 x 16 block. Small independent programs, no whole-chunk tiles.
 3. ``_chunk_solve_kernel``   (chunks, B*H): X = (I + A)^-1 by 16 x 16 blocks.
 4. ``_chunk_apply_kernel``   (chunks, B*H): W = X (beta k e^G), U = X (beta v).
 5. ``_chunk_state_kernel``   (V blocks, B*H): walks the chunks in order carrying S in registers,
@@ -31,9 +35,9 @@ Five kernels, each launched once:
 Overflow: decays are only ever exponentiated as differences that are <= 0. Where a product
 e^{G_r - G_s} must become a matmul, it is split at a token n between s and r:
 e^{G_r - G_n} e^{G_n - G_s}, both factors <= 1: at the first token of the 16-token block for
-earlier blocks, then at every 4 tokens inside the diagonal block. Only 4 x 4 diagonal
-sub-blocks are computed pair by pair. Arguments are clamped with min(., 0) as well, so padded
-rows (t >= T, loaded as 0) can never produce inf * 0.
+earlier blocks, then at every SUB tokens inside the diagonal block (SUB = 4 by default, both
+implementations). Only SUB x SUB diagonal sub-blocks are computed pair by pair. Arguments are
+clamped with min(., 0) as well, so padded rows (t >= T, loaded as 0) can never produce inf * 0.
 
 Precision: fp32 inputs run every matmul in full fp32 (ieee). 16-bit inputs use tf32 in the
 parallel kernels, keep W, U, P in the input dtype and give the sequential kernel 16-bit matmul
@@ -173,6 +177,167 @@ def _chunk_scores_kernel(q, k, G, beta, A, P, scale, T,
     else:
         tl.store(A + p_out, b_A.to(A.dtype.element_ty), mask=m_r[:, None])
         tl.store(P + p_out, b_P.to(P.dtype.element_ty), mask=m_r[:, None])
+
+
+# --------------------------------------------------------------------------- kernel 2, split
+
+@triton.jit
+def _pair_of(i_p, NB: tl.constexpr):
+    """The p-th block below the diagonal, row-major: p = i (i - 1) / 2 + j  ->  (i, j), i > j."""
+    i_i = i_p * 0 + 1
+    for m in tl.static_range(2, NB):
+        i_i += (i_p >= m * (m - 1) // 2).to(tl.int32)
+    return i_i, i_p - i_i * (i_i - 1) // 2
+
+
+@triton.jit(do_not_specialize=["T"])
+def _scores_inter_kernel(q, k, G, beta, A, P, scale, T,
+                         H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
+                         BK: tl.constexpr, GATE: tl.constexpr, PREC: tl.constexpr):
+    """One BC x BC block (i, j), i > j, of a chunk's A and P, and the zero block (j, i).
+
+        A[r, s] = beta_r sum_c k_r[c] k_s[c] e^{G_r[c] - G_s[c]}       r in block i, s in block j
+        P[r, s] = scale sum_c q_r[c] k_s[c] e^{G_r[c] - G_s[c]}
+
+    Every s is earlier than every r, so per-channel gates split at n = first token of block i:
+    (q_r e^{G_r - G_n}) . (k_s e^{G_n - G_s}), both factors <= 1: one (BC, BK) x (BK, BC)
+    matmul per K slice. Per-head gates multiply a plain matmul by e^{G_r - G_s} (scalar).
+    Grid (chunks * NB (NB - 1) / 2, B*H): every program is small and independent, and
+    together with the diagonal kernel they write each of the chunk's blocks exactly once
+    (the later kernels read whole rows of P and the diagonal blocks of A)."""
+    NP: tl.constexpr = (BT // BC) * (BT // BC - 1) // 2
+    i_c, i_bh = tl.program_id(0), tl.program_id(1)
+    i_t, i_p = i_c // NP, i_c % NP
+    i_i, i_j = _pair_of(i_p, BT // BC)
+    i_b, i_h = (i_bh // H).to(tl.int64), i_bh % H
+    r0 = i_t * BT + i_i * BC                        # first token of the row block (= n)
+    s0 = i_t * BT + i_j * BC                        # first token of the column block
+    o_d = tl.arange(0, BC)
+    o_r, o_s = r0 + o_d, s0 + o_d                   # (BC,) row / column tokens
+    m_r, m_s = o_r < T, o_s < T
+    row_r = (i_b * T + o_r) * H + i_h               # (BC,) flat (b, t, h) row index
+    row_s = (i_b * T + o_s) * H + i_h
+    row_n = (i_b * T + r0) * H + i_h                # scalar
+
+    b_A = tl.zeros([BC, BC], dtype=tl.float32)
+    b_P = tl.zeros([BC, BC], dtype=tl.float32)
+    for i_k in tl.static_range(0, K, BK):
+        o_k = i_k + tl.arange(0, BK)
+        m_k = o_k < K
+        m_rk = m_r[:, None] & m_k[None, :]
+        m_sk = m_s[:, None] & m_k[None, :]
+        b_kr = tl.load(k + row_r[:, None] * K + o_k[None, :], mask=m_rk, other=0.).to(tl.float32)      # (BC, BK)
+        b_qr = tl.load(q + row_r[:, None] * K + o_k[None, :], mask=m_rk, other=0.).to(tl.float32)
+        b_ks = tl.load(k + row_s[:, None] * K + o_k[None, :], mask=m_sk, other=0.).to(tl.float32)
+        if GATE == 2:
+            b_gr = tl.load(G + row_r[:, None] * K + o_k[None, :], mask=m_rk, other=0.)                   # (BC, BK) fp32
+            b_gs = tl.load(G + row_s[:, None] * K + o_k[None, :], mask=m_sk, other=0.)
+            b_gn = tl.load(G + row_n * K + o_k, mask=m_k & (o_k * 0 + r0 < T), other=0.)                          # (BK,)
+            b_fr = tl.exp(tl.minimum(b_gr - b_gn[None, :], 0.))                                           # <= 1
+            b_ks *= tl.exp(tl.minimum(b_gn[None, :] - b_gs, 0.))                                          # <= 1
+            b_kr *= b_fr
+            b_qr *= b_fr
+        b_kc = tl.trans(b_ks)                                                                             # (BK, BC)
+        b_A += tl.dot(b_kr, b_kc, input_precision=PREC)
+        b_P += tl.dot(b_qr, b_kc, input_precision=PREC)
+    if GATE == 1:
+        b_gr = tl.load(G + row_r, mask=m_r, other=0.)
+        b_gs = tl.load(G + row_s, mask=m_s, other=0.)
+        b_d = tl.exp(tl.minimum(b_gr[:, None] - b_gs[None, :], 0.))                                       # (BC, BC)
+        b_A *= b_d
+        b_P *= b_d
+    b_beta = tl.load(beta + row_r, mask=m_r, other=0.).to(tl.float32)
+    p_rs = row_r[:, None] * BT + i_j * BC + o_d[None, :]                                                 # block (i, j)
+    tl.store(A + p_rs, (b_A * b_beta[:, None]).to(A.dtype.element_ty), mask=m_r[:, None])
+    tl.store(P + p_rs, (b_P * scale).to(P.dtype.element_ty), mask=m_r[:, None])
+    p_sr = row_s[:, None] * BT + i_i * BC + o_d[None, :]                                                 # block (j, i): 0
+    b_z = tl.zeros([BC, BC], dtype=tl.float32)
+    tl.store(A + p_sr, b_z.to(A.dtype.element_ty), mask=m_s[:, None])
+    tl.store(P + p_sr, b_z.to(P.dtype.element_ty), mask=m_s[:, None])
+
+
+@triton.jit(do_not_specialize=["T"])
+def _scores_diag_kernel(q, k, G, beta, A, P, scale, T,
+                        H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
+                        BK: tl.constexpr, SUB: tl.constexpr, GATE: tl.constexpr, PREC: tl.constexpr):
+    """The diagonal BC x BC block (i, i) of a chunk's A (strictly lower) and P (inclusive lower).
+
+    Per-channel gates: no single split token n lies between every pair s <= r of the block, so it
+    is cut into sub-blocks of SUB tokens (n_c = first token of sub-block c):
+      rows of sub-block c against the earlier sub-blocks: split at n_c, one matmul per c > 0,
+          (x_r e^{G_r - G_{n_c}}) . (k_s e^{G_{n_c} - G_s}), s < n_c <= r, both factors <= 1;
+      pairs inside a sub-block: e^{G_r - G_s} exactly, column j of every sub-block at once
+          (SUB steps of (BC, BK) elementwise work and a row sum).
+    SUB = BC is a plain column loop (no matmul), SUB = 1 is all matmuls; SUB trades BC / SUB - 1
+    small matmuls against SUB exp / row-sum steps. Per-head and no gates: one matmul and a
+    scalar decay matrix. Grid (chunks * NB, B*H)."""
+    i_c, i_bh = tl.program_id(0), tl.program_id(1)
+    i_t, i_i = i_c // (BT // BC), i_c % (BT // BC)
+    i_b, i_h = (i_bh // H).to(tl.int64), i_bh % H
+    r0 = i_t * BT + i_i * BC                        # first token of the block
+    o_d = tl.arange(0, BC)                          # (BC,) index inside the block
+    o_r = r0 + o_d
+    m_r = o_r < T
+    row_r = (i_b * T + o_r) * H + i_h               # (BC,)
+    o_n = (o_d // SUB) * SUB                        # (BC,) n_c of each row, block-local
+
+    b_A = tl.zeros([BC, BC], dtype=tl.float32)
+    b_P = tl.zeros([BC, BC], dtype=tl.float32)
+    for i_k in tl.static_range(0, K, BK):
+        o_k = i_k + tl.arange(0, BK)
+        m_k = o_k < K
+        m_rk = m_r[:, None] & m_k[None, :]
+        b_kr = tl.load(k + row_r[:, None] * K + o_k[None, :], mask=m_rk, other=0.).to(tl.float32)      # (BC, BK)
+        b_qr = tl.load(q + row_r[:, None] * K + o_k[None, :], mask=m_rk, other=0.).to(tl.float32)
+        if GATE == 2:
+            b_gr = tl.load(G + row_r[:, None] * K + o_k[None, :], mask=m_rk, other=0.)                   # (BC, BK)
+            if SUB < BC:
+                # one row factor for all c: each row against its own sub-block's first token
+                row_n = (i_b * T + r0 + o_n) * H + i_h
+                b_gn = tl.load(G + row_n[:, None] * K + o_k[None, :], mask=m_rk, other=0.)              # (BC, BK)
+                b_fr = tl.exp(tl.minimum(b_gr - b_gn, 0.))                                                # <= 1
+                b_kf, b_qf = b_kr * b_fr, b_qr * b_fr
+                for c in tl.static_range(1, BC // SUB):
+                    row_c = (i_b * T + r0 + c * SUB) * H + i_h
+                    b_gc = tl.load(G + row_c * K + o_k, mask=m_k & (o_k * 0 + r0 + c * SUB < T), other=0.)  # (BK,)
+                    b_fc = tl.where((o_d < c * SUB)[:, None], tl.exp(tl.minimum(b_gc[None, :] - b_gr, 0.)), 0.)  # (BC, BK) <= 1
+                    b_kc = tl.trans(b_kr * b_fc)                                                          # (BK, BC)
+                    m_c = (o_d // SUB == c)[:, None]
+                    b_A += tl.dot(tl.where(m_c, b_kf, 0.), b_kc, input_precision=PREC)
+                    b_P += tl.dot(tl.where(m_c, b_qf, 0.), b_kc, input_precision=PREC)
+            for j in tl.static_range(0, SUB):
+                # column n_c + j of every row's sub-block (above the diagonal for rows r < n_c + j:
+                # the clamp keeps it finite, the final mask drops it)
+                o_j = o_n + j                                                                             # (BC,)
+                if SUB == BC:
+                    row_j = (i_b * T + r0 + j) * H + i_h                                                  # scalar
+                    m_j = m_k & (o_k * 0 + r0 + j < T)
+                    b_kj = tl.load(k + row_j * K + o_k, mask=m_j, other=0.).to(tl.float32)[None, :]      # (1, BK)
+                    b_gj = tl.load(G + row_j * K + o_k, mask=m_j, other=0.)[None, :]
+                else:
+                    row_j = (i_b * T + r0 + o_j) * H + i_h                                                # (BC,)
+                    m_j = ((r0 + o_j) < T)[:, None] & m_k[None, :]
+                    b_kj = tl.load(k + row_j[:, None] * K + o_k[None, :], mask=m_j, other=0.).to(tl.float32)  # (BC, BK)
+                    b_gj = tl.load(G + row_j[:, None] * K + o_k[None, :], mask=m_j, other=0.)
+                b_e = b_kj * tl.exp(tl.minimum(b_gr - b_gj, 0.))                                          # (BC, BK)
+                m_e = o_d[None, :] == o_j[:, None]                                                        # (BC, BC)
+                b_A = tl.where(m_e, b_A + tl.sum(b_kr * b_e, 1)[:, None], b_A)
+                b_P = tl.where(m_e, b_P + tl.sum(b_qr * b_e, 1)[:, None], b_P)
+        else:
+            b_kc = tl.trans(b_kr)
+            b_A += tl.dot(b_kr, b_kc, input_precision=PREC)
+            b_P += tl.dot(b_qr, b_kc, input_precision=PREC)
+    if GATE == 1:
+        b_g = tl.load(G + row_r, mask=m_r, other=0.)
+        b_d = tl.exp(tl.minimum(b_g[:, None] - b_g[None, :], 0.))                                         # (BC, BC)
+        b_A *= b_d
+        b_P *= b_d
+    b_beta = tl.load(beta + row_r, mask=m_r, other=0.).to(tl.float32)
+    b_A = tl.where(o_d[:, None] > o_d[None, :], b_A * b_beta[:, None], 0.)
+    b_P = tl.where(o_d[:, None] >= o_d[None, :], b_P * scale, 0.)
+    p_d = row_r[:, None] * BT + i_i * BC + o_d[None, :]
+    tl.store(A + p_d, b_A.to(A.dtype.element_ty), mask=m_r[:, None])
+    tl.store(P + p_d, b_P.to(P.dtype.element_ty), mask=m_r[:, None])
 
 
 # --------------------------------------------------------------------------- kernel 3
@@ -466,13 +631,39 @@ def _state_config(K: int, V: int) -> tuple[int, int, int]:
     return 32, (4 if BK <= 128 else 8), 1
 
 
+def _scores(q, k, G, beta, A, P, scale: float, gate: int, prec: str, opt: dict) -> None:
+    """Launches stage 2 into A (B, T, H, BT) fp32 and P (B, T, H, BT): every entry of every row
+    t < T is written (0 above the diagonal). opt["scores_impl"]: "rows" = one kernel, one
+    16-row strip per program; "split" = one program per block below the diagonal plus one per
+    diagonal block (small independent programs, no (BT, BK) tiles)."""
+    B, T, H, K = q.shape
+    NT = triton.cdiv(T, BT)
+    if opt["scores_impl"] == "rows":
+        sBK, sW = opt["scores"]
+        _chunk_scores_kernel[(NT * NB, B * H)](q, k, G, beta, A, P, scale, T, H=H, K=K, BT=BT, BC=BC,
+                                               BK=min(_pow2(K), sBK), SUB=opt["sub"], GATE=gate, PREC=prec,
+                                               num_warps=sW)
+        return
+    iBK, iW = opt["split_inter"]
+    _scores_inter_kernel[(NT * NB * (NB - 1) // 2, B * H)](
+        q, k, G, beta, A, P, scale, T, H=H, K=K, BT=BT, BC=BC, BK=min(_pow2(K), iBK), GATE=gate,
+        PREC=prec, num_warps=iW)
+    dBK, dW, dSUB = opt["split_diag"]
+    _scores_diag_kernel[(NT * NB, B * H)](
+        q, k, G, beta, A, P, scale, T, H=H, K=K, BT=BT, BC=BC, BK=min(_pow2(K), dBK), SUB=dSUB,
+        GATE=gate, PREC=prec, num_warps=dW)
+
+
 def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, name: str, options=None):
-    """Checks, allocates, launches the four stages. ``options`` (benchmarks only) overrides
-    the tuned choices: inter (dtype of W, U, P), scores (BK, num_warps), sub (diagonal
-    sub-block of the score kernel), dot (operand dtype of the sequential kernel's matmuls for 16-bit inputs, a tl dtype),
+    """Checks, allocates, launches the five stages. ``options`` (benchmarks only) overrides
+    the tuned choices: inter (dtype of W, U, P), scores_impl ("rows" or "split", see `_scores`),
+    scores (BK, num_warps) and sub (diagonal sub-block) of the "rows" score kernel,
+    split_inter (BK, num_warps) and split_diag (BK, num_warps, SUB) of the "split" ones,
+    dot (operand dtype of the sequential kernel's matmuls for 16-bit inputs, a tl dtype),
     state (BV, num_warps, num_stages), state_impl ("fused": one sequential kernel that also
     writes o; "split": a sequential kernel that stores the state entering each chunk, then a
-    parallel output kernel), output (BV, num_warps) of that output kernel."""
+    parallel output kernel), output (BV, num_warps) of that output kernel. Unknown names are
+    an error."""
     if q.dim() != 4 or k.shape != q.shape:
         raise ValueError(f"{name}: q and k must both be (B, T, H, K); got {tuple(q.shape)} and {tuple(k.shape)}")
     if v.dim() != 4 or v.shape[:3] != q.shape[:3]:
@@ -515,9 +706,17 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
     # fp32 (2.0e-3 with fp32 storage). On the GPU only: the CPU interpreter has no bf16 matmul.
     half = q.dtype != torch.float32
     dot16 = tl.bfloat16 if q.dtype == torch.bfloat16 else tl.float16
-    opt = dict(inter=q.dtype, scores=(64, 4), sub=4, state_impl="fused", output=(64, 4),
+    opt = dict(inter=q.dtype, scores_impl="rows", scores=(64, 4), sub=4, split_inter=(64, 4), split_diag=(64, 4, 4),
+               state_impl="fused", output=(64, 4),
                dot=dot16 if half and q.is_cuda else tl.float32, state=_state_config(K, V))
+    unknown = set(options or {}) - set(opt)
+    if unknown:     # a misspelt option would silently time the defaults
+        raise ValueError(f"{name}: unknown options {sorted(unknown)}; known: {sorted(opt)}")
     opt.update(options or {})
+    if opt["scores_impl"] not in ("rows", "split"):
+        raise ValueError(f"{name}: scores_impl must be 'rows' or 'split'; got {opt['scores_impl']!r}")
+    if BC % opt["split_diag"][2] or BC % opt["sub"]:
+        raise ValueError(f"{name}: the diagonal sub-block (sub, split_diag[2]) must divide {BC}")
     q, k, v, beta = q.contiguous(), k.contiguous(), v.contiguous(), beta.contiguous()
     S0 = initial_state.to(torch.float32).contiguous() if initial_state is not None else S
     prec = "ieee" if q.dtype == torch.float32 else "tf32"
@@ -538,10 +737,7 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
     # 2. A (strictly lower, beta folded in) and P (inclusive lower, scale folded in)
     A = torch.empty(B, T, H, BT, device=dev, dtype=torch.float32)
     P = torch.empty(B, T, H, BT, device=dev, dtype=opt["inter"])
-    sBK, sW = opt["scores"]
-    _chunk_scores_kernel[(NT * NB, B * H)](q, k, G, beta, A, P, scale, T, H=H, K=K, BT=BT, BC=BC,
-                                           BK=min(_pow2(K), sBK), SUB=opt["sub"], GATE=gate, PREC=prec,
-                                           num_warps=sW)
+    _scores(q, k, G, beta, A, P, scale, gate, prec, opt)
 
     # 3. X = (I + A)^-1
     X = torch.empty(B, T, H, BT, device=dev, dtype=torch.float32)

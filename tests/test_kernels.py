@@ -16,6 +16,7 @@ import torch.nn.functional as F
 pytest.importorskip("triton", reason="triton is not installed: the kernels cannot run")
 
 import kernels                      # noqa: E402
+from kernels import chunk_delta as cd   # noqa: E402
 from lineage import ops             # noqa: E402
 
 RTOL = 1e-4
@@ -120,6 +121,78 @@ def test_chunked_split_state_pass(T, K, g_mode, per_channel, gate):
     assert o.dtype == torch.float16
     close(o, o_ref, rtol=1e-3)
     close(S, S_ref, rtol=1e-3)
+
+
+# ------------------------------------------------------------------ score implementations
+
+SCORES = {"rows": {"scores_impl": "rows"},
+          "split": {"scores_impl": "split"},
+          "split-sub16-bk16": {"scores_impl": "split", "split_inter": (16, 2), "split_diag": (16, 2, 16)},
+          "split-sub1": {"scores_impl": "split", "split_diag": (64, 4, 1)}}
+REFS = {2: ops.kda, 1: ops.gated_delta_rule, 0: ops.delta_rule}
+
+
+@pytest.mark.parametrize("impl", ["rows", "split"])
+@pytest.mark.parametrize("T,K,g_mode,beta_mode", [
+    (63, 32, "random", "random"), (130, 64, "random", "one"), (130, 32, "zero", "zero"),
+    (63, 64, "min", "one"), (130, 32, "steep", "random"), (130, 64, "steep", "zero")])
+def test_scores_impl_matches_reference(impl, T, K, g_mode, beta_mode):
+    """Both score implementations, end to end. "steep" is g = -30 for every token: e^{G_r - G_s}
+    spans e^{-1890} within a chunk, so any exponent > 0 would overflow to inf / nan."""
+    q, k, v, g, beta, S0 = make(T, K, "min" if g_mode == "steep" else g_mode, beta_mode, seed=T * K)
+    if g_mode == "steep":
+        g = torch.full_like(g, -30.0)
+    o, S = cd._chunk_delta(q, k, v, g, beta, None, S0, 64, 2, "kda", options=SCORES[impl])
+    o_ref, S_ref = ops.kda(*d(q, k, v, g, beta), initial_state=S0.double())
+    close(o, o_ref)
+    close(S, S_ref)
+
+
+@pytest.mark.parametrize("impl", ["split", "split-sub16-bk16", "split-sub1"])
+@pytest.mark.parametrize("gate", [2, 1, 0], ids=["kda", "gdn", "dn"])
+def test_scores_split_equals_rows(impl, gate):
+    """Stage 2 alone: every entry of A and P (prefilled with nan, so a block left unwritten
+    shows), the zeros above the diagonal included, equals the "rows" kernel's, at an SUB
+    that is all column steps (16) and all matmuls (1) too; and, at the default tiles, the whole
+    op agrees with the reference for every gate kind."""
+    T, K = 130, 48                                              # K = 48: a masked K slice
+    q, k, v, g, beta, S0 = make(T, K, per_channel=(gate == 2), seed=gate)
+    G = torch.zeros(0)
+    if gate:
+        D = K if gate == 2 else 1
+        G = torch.empty(g.shape)
+        cd._chunk_cumsum_kernel[(-(-T // 64), B * H)](g, G, T, H=H, D=D, BT=64, BD=cd._pow2(D, 1))
+    base = dict(inter=torch.float32, scores_impl="rows", scores=(64, 4), sub=4, split_inter=(64, 4),
+                split_diag=(64, 4, 4))
+    out = {}
+    for name, opt in (("rows", {}), (impl, SCORES[impl])):
+        A = torch.full((B, T, H, 64), float("nan"))
+        P = torch.full((B, T, H, 64), float("nan"))
+        cd._scores(q, k, G if gate else q, beta, A, P, 0.3, gate, "ieee", {**base, **opt})
+        out[name] = (A, P)
+    for x, y in zip(out["rows"], out[impl]):
+        assert torch.isfinite(y).all()
+        close(y, x, rtol=1e-5)
+    t = torch.arange(T)
+    assert (out[impl][0][0, :, 0][t[:, None] % 64 <= torch.arange(64)[None, :]] == 0).all()   # A strictly lower
+    if impl != "split":
+        return                                                  # the whole op: default tiles only
+    gates = (g,) if gate else ()
+    o, S = cd._chunk_delta(q, k, v, g if gate else None, beta, None, S0, 64, gate, "x", options=SCORES[impl])
+    o_ref, S_ref = REFS[gate](*d(q, k, v, *gates, beta), initial_state=S0.double())
+    close(o, o_ref)
+    close(S, S_ref)
+
+
+def test_chunked_rejects_bad_options():
+    q, k, v, g, beta, _ = make(8, 32)
+    with pytest.raises(ValueError, match="unknown options"):
+        cd._chunk_delta(q, k, v, g, beta, None, None, 64, 2, "kda", options={"score_impl": "split"})
+    with pytest.raises(ValueError, match="scores_impl"):
+        cd._chunk_delta(q, k, v, g, beta, None, None, 64, 2, "kda", options={"scores_impl": "x"})
+    with pytest.raises(ValueError, match="must divide"):
+        cd._chunk_delta(q, k, v, g, beta, None, None, 64, 2, "kda",
+                                         options={"scores_impl": "split", "split_diag": (64, 4, 3)})
 
 
 def test_chunked_rejects_bad_input():
