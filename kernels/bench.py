@@ -272,8 +272,6 @@ def bench_chunk(ctx):
     nbytes = (q.numel() * 3 + v.numel() * 2) * q.element_size()
 
     from kernels import chunk_delta
-    ours = timer(lambda: kernels.kda(q, k, v, g, beta), calls=5)
-    row("kda (chunked)", shape, f"triton {chunk_delta._state_config(K, V)}", ours, flops=flops, bytes_=nbytes)
     o, S = kernels.kda(q, k, v, g, beta)
     base = {}
     f32 = [x.float() for x in (q, k, v, g, beta)]
@@ -285,11 +283,22 @@ def bench_chunk(ctx):
     RESULTS["accuracy"].append(acc)
     log(f"   accuracy at the benchmark shape: {acc}")
     fla_o = None
+    # ours and fla in alternating rounds, each reported as the median of its rounds (see bench_step)
+    ours_t, fla_t = [], []
     if ctx["fla"]:
         chunk_kda = ctx["fla"][0]
         fla_call = lambda: chunk_kda(q, k, v, g, beta, output_final_state=True)  # noqa: E731
         fla_call()      # autotune outside the timing
-        base["fla"] = row("kda (chunked)", shape, "fla chunk_kda", timer(fla_call, calls=5), flops=flops, bytes_=nbytes)
+    for _ in range(ctx["rounds"]):
+        ours_t.append(timer(lambda: kernels.kda(q, k, v, g, beta), calls=5))
+        if ctx["fla"]:
+            fla_t.append(timer(fla_call, calls=5))
+    rounds = lambda ts: ", ".join(f"{t * 1e6:.0f}" for t in ts)  # noqa: E731
+    ours = row("kda (chunked)", shape, "triton", statistics.median(ours_t), flops=flops, bytes_=nbytes,
+               note=f"rounds (us): {rounds(ours_t)}")
+    if ctx["fla"]:
+        base["fla"] = row("kda (chunked)", shape, "fla chunk_kda", statistics.median(fla_t), flops=flops,
+                          bytes_=nbytes, note=f"rounds (us): {rounds(fla_t)}")
         fla_o = fla_call()[0]
         log(f"   fla chunk_kda bf16 error vs the same fp32 reference: {rel_rms(fla_o, o_ref):.2e}")
         RESULTS["accuracy"].append({"op": "fla chunk_kda", "shape": shape, "o_rel_rms": rel_rms(fla_o, o_ref)})
@@ -300,9 +309,13 @@ def bench_chunk(ctx):
     # where the time goes, kernel by kernel
     if ctx["device"] == "cuda":
         from torch.profiler import ProfilerActivity, profile
-        split = lambda: chunk_delta._chunk_delta(q, k, v, g, beta, None, None, 64, 2, "kda",  # noqa: E731
-                                                 options={"scores_impl": "split"})
-        for name, fn in [("triton", lambda: kernels.kda(q, k, v, g, beta)), ("triton split scores", split)] + (
+        def split(**opt):
+            return lambda: chunk_delta._chunk_delta(q, k, v, g, beta, None, None, 64, 2, "kda", options=opt)
+        for name, fn in [("triton", lambda: kernels.kda(q, k, v, g, beta)),
+                         ("triton rows scores, fused state", split(scores_impl="rows", state_impl="fused")),
+                         ("triton split scores", split(scores_impl="split")),
+                         ("triton split state pass", split(state_impl="split")),
+                         ("triton split scores + split state", split(scores_impl="split", state_impl="split"))] + (
                 [("fla", fla_call)] if ctx["fla"] else []):
             fn()                # compile outside the profile
             torch.cuda.synchronize()
@@ -328,6 +341,11 @@ def bench_chunk(ctx):
         variants += [split] + [{**split, "split_inter": c} for c in ((32, 4), (128, 4), (64, 2), (128, 8))] + \
             [{**split, "split_diag": c} for c in ((32, 4, 4), (128, 4, 4), (64, 2, 4), (64, 8, 4),
                                                   (64, 4, 2), (64, 4, 8), (64, 4, 16), (128, 4, 16), (64, 4, 1))]
+        # the split state pass: the sequential kernel's (BV, warps, stages), the output kernel's (BV, warps)
+        sp = {"state_impl": "split"}
+        variants += [sp] + [{**sp, "state": c} for c in ((64, 4, 1), (64, 8, 1), (32, 2, 1), (16, 4, 1), (32, 4, 2))] + \
+            [{**sp, "output": c} for c in ((32, 4), (128, 4), (128, 8), (64, 8))] + \
+            [{**sp, **split}, {**sp, **split, "state": (64, 4, 1)}]
         for opt in variants:
             name = {key: str(val) for key, val in opt.items()}
             try:
