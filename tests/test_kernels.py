@@ -136,8 +136,8 @@ def test_scores_split_equals_rows(impl, gate):
         D = K if gate == 2 else 1
         G = torch.empty(g.shape)
         cd._chunk_cumsum_kernel[(-(-T // 64), B * H)](g, G, T, H=H, D=D, BT=64, BD=cd._pow2(D, 1))
-    base = dict(inter=torch.float32, scores_impl="rows", scores=(64, 4), sub=4, split_inter=(64, 4),
-                split_diag=(64, 4, 4))
+    base = dict(inter=torch.float32, scores_impl="rows", scores=(64, 4), sub=4, split_inter=(32, 4),
+                split_diag=(32, 4, 4))
     out = {}
     for name, opt in (("rows", {}), (impl, SCORES[impl])):
         A = torch.full((B, T, H, 64), float("nan"))
