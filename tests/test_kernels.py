@@ -2,8 +2,9 @@
 
 Sizes are awkward on purpose (T = 63 and 130 leave a masked tail chunk, K = 32 / 64,
 V = 48 is no power of two), gates sit at their extremes (g = 0 and g = -5 for every token,
--30 for the score implementations' overflow check, beta 0 and 1), and every comparison is in fp32 against a float64 reference with a relative
-error bound of 1e-4: a wrong decay, a dropped token or a missing initial state fails.
+-30 for the score implementations' overflow check, beta 0 and 1), and every comparison is in
+fp32 against a float64 reference with a relative error bound of 1e-4: a wrong decay, a dropped
+token or a missing initial state fails.
 """
 import os
 
