@@ -335,12 +335,12 @@ def bench_chunk(ctx):
     if ctx["sweep"]:
         variants = [{}, {"sub": 8}, {"sub": 2}, {"scores": (32, 4)}, {"scores": (64, 8)}, {"state": (64, 8, 1)},
                     {"inter": torch.float32, "dot": triton_fp32()}]
-        # the "split" score kernels: split_inter = (BK, num_warps), split_diag = (BK, num_warps, SUB);
-        # SUB 16 is a plain column loop in the diagonal block, SUB 1 all matmuls
+        # the "split" score kernels: split_inter = (BK, num_warps), split_diag = (BK, num_warps, SUB)
         split = {"scores_impl": "split"}
-        variants += [split] + [{**split, "split_inter": c} for c in ((32, 4), (128, 4), (64, 2), (128, 8))] + \
-            [{**split, "split_diag": c} for c in ((32, 4, 4), (128, 4, 4), (64, 2, 4), (64, 8, 4),
-                                                  (64, 4, 2), (64, 4, 8), (64, 4, 16), (128, 4, 16), (64, 4, 1))]
+        # (defaults (32, 4) and (32, 4, 4)); SUB 16 is a plain column loop in the diagonal block, SUB 1 all matmuls
+        variants += [split] + [{**split, "split_inter": c} for c in ((64, 4), (128, 4), (32, 2), (32, 1), (64, 2))] + \
+            [{**split, "split_diag": c} for c in ((64, 4, 4), (32, 2, 4), (32, 8, 4), (32, 4, 2), (32, 4, 8),
+                                                  (32, 4, 16), (64, 4, 16), (32, 2, 16), (32, 4, 1))]
         # the split state pass: the sequential kernel's (BV, warps, stages), the output kernel's (BV, warps)
         sp = {"state_impl": "split"}
         variants += [sp] + [{**sp, "state": c} for c in ((64, 4, 1), (64, 8, 1), (32, 2, 1), (16, 4, 1), (32, 4, 2))] + \

@@ -221,7 +221,11 @@ def _scores_inter_kernel(q, k, G, beta, A, P, scale, T,
 
     b_A = tl.zeros([BC, BC], dtype=tl.float32)
     b_P = tl.zeros([BC, BC], dtype=tl.float32)
-    for i_k in tl.static_range(0, K, BK):
+    # a loop, not static_range: unrolled, the compiler hoisted every slice's loads and exps into the
+    # dot-operand layout, where each warp holds the whole 16-row tile (a 16-row matmul cannot be
+    # split across warps): 4x the exps at 4 warps, 255 registers (ptxas, sm_90a). As a loop it
+    # keeps them distributed (142 registers at BK = 32) and can be pipelined.
+    for i_k in range(0, K, BK):
         o_k = i_k + tl.arange(0, BK)
         m_k = o_k < K
         m_rk = m_r[:, None] & m_k[None, :]
@@ -283,7 +287,7 @@ def _scores_diag_kernel(q, k, G, beta, A, P, scale, T,
 
     b_A = tl.zeros([BC, BC], dtype=tl.float32)
     b_P = tl.zeros([BC, BC], dtype=tl.float32)
-    for i_k in tl.static_range(0, K, BK):
+    for i_k in range(0, K, BK):     # a loop, not static_range: see the inter kernel (158 registers at BK = 32)
         o_k = i_k + tl.arange(0, BK)
         m_k = o_k < K
         m_rk = m_r[:, None] & m_k[None, :]
@@ -706,7 +710,7 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
     # fp32 (2.0e-3 with fp32 storage). On the GPU only: the CPU interpreter has no bf16 matmul.
     half = q.dtype != torch.float32
     dot16 = tl.bfloat16 if q.dtype == torch.bfloat16 else tl.float16
-    opt = dict(inter=q.dtype, scores_impl="rows", scores=(64, 4), sub=4, split_inter=(64, 4), split_diag=(64, 4, 4),
+    opt = dict(inter=q.dtype, scores_impl="rows", scores=(64, 4), sub=4, split_inter=(32, 4), split_diag=(32, 4, 4),
                state_impl="fused", output=(64, 4),
                dot=dot16 if half and q.is_cuda else tl.float32, state=_state_config(K, V))
     unknown = set(options or {}) - set(opt)

@@ -2,8 +2,9 @@
 
 Sizes are awkward on purpose (T = 63 and 130 leave a masked tail chunk, K = 32 / 64,
 V = 48 is no power of two), gates sit at their extremes (g = 0 and g = -5 for every token,
-beta 0 and 1), and every comparison is in fp32 against a float64 reference with a relative
-error bound of 1e-4: a wrong decay, a dropped token or a missing initial state fails.
+-30 for the score implementations' overflow check, beta 0 and 1), and every comparison is in
+fp32 against a float64 reference with a relative error bound of 1e-4: a wrong decay, a dropped
+token or a missing initial state fails.
 """
 import os
 
@@ -162,8 +163,8 @@ def test_scores_split_equals_rows(impl, gate):
         D = K if gate == 2 else 1
         G = torch.empty(g.shape)
         cd._chunk_cumsum_kernel[(-(-T // 64), B * H)](g, G, T, H=H, D=D, BT=64, BD=cd._pow2(D, 1))
-    base = dict(inter=torch.float32, scores_impl="rows", scores=(64, 4), sub=4, split_inter=(64, 4),
-                split_diag=(64, 4, 4))
+    base = dict(inter=torch.float32, scores_impl="rows", scores=(64, 4), sub=4, split_inter=(32, 4),
+                split_diag=(32, 4, 4))
     out = {}
     for name, opt in (("rows", {}), (impl, SCORES[impl])):
         A = torch.full((B, T, H, 64), float("nan"))
