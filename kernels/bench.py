@@ -312,10 +312,7 @@ def bench_chunk(ctx):
         def split(**opt):
             return lambda: chunk_delta._chunk_delta(q, k, v, g, beta, None, None, 64, 2, "kda", options=opt)
         for name, fn in [("triton", lambda: kernels.kda(q, k, v, g, beta)),
-                         ("triton rows scores, fused state", split(scores_impl="rows", state_impl="fused")),
-                         ("triton split scores", split(scores_impl="split")),
-                         ("triton split state pass", split(state_impl="split")),
-                         ("triton split scores + split state", split(scores_impl="split", state_impl="split"))] + (
+                         ("triton rows scores", split(scores_impl="rows"))] + (
                 [("fla", fla_call)] if ctx["fla"] else []):
             fn()                # compile outside the profile
             torch.cuda.synchronize()
@@ -341,11 +338,7 @@ def bench_chunk(ctx):
         variants += [split] + [{**split, "split_inter": c} for c in ((64, 4), (128, 4), (32, 2), (32, 1), (64, 2))] + \
             [{**split, "split_diag": c} for c in ((64, 4, 4), (32, 2, 4), (32, 8, 4), (32, 4, 2), (32, 4, 8),
                                                   (32, 4, 16), (64, 4, 16), (32, 2, 16), (32, 4, 1))]
-        # the split state pass: the sequential kernel's (BV, warps, stages), the output kernel's (BV, warps)
-        sp = {"state_impl": "split"}
-        variants += [sp] + [{**sp, "state": c} for c in ((64, 4, 1), (64, 8, 1), (32, 2, 1), (16, 4, 1), (32, 4, 2))] + \
-            [{**sp, "output": c} for c in ((32, 4), (128, 4), (128, 8), (64, 8))] + \
-            [{**sp, **split}, {**sp, **split, "state": (64, 4, 1)}]
+        variants += [{"solve": w} for w in (2, 4)] + [{"apply": w} for w in (1, 2, 8)]
         for opt in variants:
             name = {key: str(val) for key, val in opt.items()}
             try:

@@ -98,32 +98,6 @@ def test_chunked_half_precision_inputs():
         close(S, S_ref, rtol=rtol)
 
 
-@pytest.mark.parametrize("T,K,g_mode,per_channel,gate", [(63, 32, "random", True, 2), (130, 64, "min", True, 2),
-                                                       (130, 32, "random", False, 1), (63, 64, "zero", True, 0)])
-def test_chunked_split_state_pass(T, K, g_mode, per_channel, gate):
-    """The split state pass (a sequential kernel that stores the state entering each chunk,
-    then a parallel output kernel) gives the reference's o and final state, with and without
-    an initial state, for all three gate kinds, in fp32 and fp16."""
-    from kernels import chunk_delta
-    q, k, v, g, beta, S0 = make(T, K, g_mode, per_channel=per_channel, seed=T + K + gate)
-    name, ref = {2: ("kda", ops.kda), 1: ("gated_delta_rule", ops.gated_delta_rule),
-                 0: ("delta_rule", ops.delta_rule)}[gate]
-    gates = (g,) if gate else ()
-    for init in (S0, None):
-        o, S = chunk_delta._chunk_delta(q, k, v, g if gate else None, beta, None, init, 64, gate, name,
-                                        options={"state_impl": "split"})
-        o_ref, S_ref = ref(*d(q, k, v, *gates, beta), initial_state=None if init is None else init.double())
-        close(o, o_ref)
-        close(S, S_ref)
-    x16 = [x.half() for x in (q, k, v, g, beta)]
-    o, S = chunk_delta._chunk_delta(*x16[:3], x16[3] if gate else None, x16[4], None, S0, 64, gate, name,
-                                    options={"state_impl": "split", "output": (32, 4)})
-    o_ref, S_ref = ref(*d(*x16[:3], *((x16[3],) if gate else ()), x16[4]), initial_state=S0.double())
-    assert o.dtype == torch.float16
-    close(o, o_ref, rtol=1e-3)
-    close(S, S_ref, rtol=1e-3)
-
-
 # ------------------------------------------------------------------ score implementations
 
 SCORES = {"rows": {"scores_impl": "rows"},
