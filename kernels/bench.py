@@ -249,7 +249,8 @@ def bench_step(ctx, B):
                     gt = timer.graph(lambda: kernels.kda_step(q, k, v, g, beta, S, config=cfg))
                     RESULTS["sweeps"].append({"op": "kda_step", "shape": shape, "config": cfg, "us": t * 1e6,
                                               "graph_us": gt and gt * 1e6, "TB/s": nbytes / (gt or t) / 1e12})
-                    log(f"   sweep kda_step {shape} {cfg}: {t * 1e6:.1f} us, graph {gt and gt * 1e6:.1f} us,"
+                    graph_us = "-" if gt is None else f"{gt * 1e6:.1f}"
+                    log(f"   sweep kda_step {shape} {cfg}: {t * 1e6:.1f} us, graph {graph_us} us,"
                         f" {nbytes / (gt or t) / 1e12:.2f} TB/s")
                 except Exception as e:  # noqa: BLE001
                     log(f"   sweep kda_step {cfg} failed: {e!r}")
