@@ -14,6 +14,7 @@ launch bound, so the launcher does only cheap checks and allocates nothing but o
 """
 from __future__ import annotations
 
+import inspect
 from typing import Optional
 
 import torch
@@ -72,16 +73,15 @@ _CONFIGS: dict = {}     # (B*H, K, V) -> _step_config(...): plain Python on the 
 # on here: device, dtypes, sizes, tiles, and 16-byte alignment of the pointers (only the
 # all-aligned case is cached; torch's allocations always are). Launch hooks (profilers) are
 # bypassed on this path.
-_DIRECT: dict = {}      # key -> (launch, prefix): launch(*prefix, stream, *args) starts the kernel
+_DIRECT: dict = {}      # key -> (launch, head): launch(gx, gy, 1, stream, *head, *args), or None
 _STREAM: list = []      # [the current-stream getter] while the direct launch is in use
 
 
 def _direct_launcher(compiled):
-    """(launch, head, tail) so that launch(gx, gy, 1, stream, *head, *args) starts `compiled`:
+    """(launch, head) so that launch(gx, gy, 1, stream, *head, *args) starts `compiled`:
     Triton 3.6's C entry point itself when the Python wrapper adds nothing (no scratch memory),
     else the wrapper (any Triton 3.x with ``CompiledKernel.run``)."""
     run = compiled.run
-    import inspect
     params = list(inspect.signature(type(run).__call__).parameters)
     if (params == ["self", "gridX", "gridY", "gridZ", "stream", "function", "args"]
             and getattr(run, "launch", None) is not None
