@@ -331,14 +331,13 @@ def bench_chunk(ctx):
             log(f"   profile {name}: " + "; ".join(f"{x['kernel'][:40]} {x['us_per_call']:.0f} us" for x in kern[:8]))
 
     if ctx["sweep"]:
-        variants = [{}, {"sub": 8}, {"sub": 2}, {"scores": (32, 4)}, {"scores": (64, 8)}, {"state": (64, 8, 1)},
-                    {"inter": torch.float32, "dot": triton_fp32()}]
-        # the "split" score kernels: split_inter = (BK, num_warps), split_diag = (BK, num_warps, SUB)
-        split = {"scores_impl": "split"}
-        # (defaults (32, 4) and (32, 4, 4)); SUB 16 is a plain column loop in the diagonal block, SUB 1 all matmuls
-        variants += [split] + [{**split, "split_inter": c} for c in ((64, 4), (128, 4), (32, 2), (32, 1), (64, 2))] + \
-            [{**split, "split_diag": c} for c in ((64, 4, 4), (32, 2, 4), (32, 8, 4), (32, 4, 2), (32, 4, 8),
-                                                  (32, 4, 16), (64, 4, 16), (32, 2, 16), (32, 4, 1))]
+        rows = {"scores_impl": "rows"}
+        variants = [{}, rows, {**rows, "sub": 8}, {**rows, "sub": 2}, {**rows, "scores": (32, 4)},
+                    {**rows, "scores": (64, 8)}, {"state": (64, 8, 1)}, {"inter": torch.float32, "dot": triton_fp32()}]
+        # the "split" score kernels (the default, at (32, 1) and (32, 1, 4)): split_inter = (BK, num_warps),
+        # split_diag = (BK, num_warps, SUB); SUB 16 is a plain column loop in the diagonal block, SUB 1 all matmuls
+        variants += [{"split_inter": c} for c in ((64, 1), (32, 2), (32, 4), (16, 1))] + \
+            [{"split_diag": c} for c in ((32, 2, 4), (32, 1, 8), (32, 2, 16), (16, 1, 4), (32, 4, 4))]
         variants += [{"solve": w} for w in (2, 4)] + [{"apply": w} for w in (1, 2, 8)]
         for opt in variants:
             name = {key: str(val) for key, val in opt.items()}
@@ -459,7 +458,7 @@ def main(argv=None):
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile baselines")
     ap.add_argument("--compile-chunked", action="store_true",
                     help="also torch.compile the chunked reference (its Python chunk loop unrolls: slow to compile)")
-    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds of ours and fla for kda_step")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds of ours and fla (kda_step and chunked kda)")
     ap.add_argument("--only", default="step,chunk,situ,accuracy", help="comma list of parts to run")
     args = ap.parse_args(argv)
     if args.smoke:

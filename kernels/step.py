@@ -73,24 +73,31 @@ _CONFIGS: dict = {}     # (B*H, K, V) -> _step_config(...): plain Python on the 
 # on here: device, dtypes, sizes, tiles, and 16-byte alignment of the pointers (only the
 # all-aligned case is cached; torch's allocations always are). Launch hooks (profilers) are
 # bypassed on this path.
-_DIRECT: dict = {}      # key -> (launch, head): launch(gx, gy, 1, stream, *head, *args), or None
+_DIRECT: dict = {}      # key -> (launch, head, compiled): launch(gx, gy, 1, stream, *head, *args), or None
 _STREAM: list = []      # [the current-stream getter] while the direct launch is in use
 
 
+# Triton versions whose C launch entry point takes the arguments in the order used below
+# (checked on the H200 with triton 3.6.0); any other version goes through the Python wrapper.
+_RAW_ENTRY_VERSIONS = ("3.6.",)
+
+
 def _direct_launcher(compiled):
-    """(launch, head) so that launch(gx, gy, 1, stream, *head, *args) starts `compiled`:
-    Triton 3.6's C entry point itself when the Python wrapper adds nothing (no scratch memory),
-    else the wrapper (any Triton 3.x with ``CompiledKernel.run``)."""
+    """(launch, head, compiled) so that launch(gx, gy, 1, stream, *head, *args) starts
+    `compiled` (kept in the tuple: a CompiledKernel unloads its module when collected).
+    Triton 3.6's C entry point itself when its Python wrapper would add nothing (no scratch
+    memory), else the wrapper (Triton 3.x with ``CompiledKernel.run``)."""
     run = compiled.run
-    params = list(inspect.signature(type(run).__call__).parameters)
-    if (params == ["self", "gridX", "gridY", "gridZ", "stream", "function", "args"]
+    if (triton.__version__.startswith(_RAW_ENTRY_VERSIONS)
+            and list(inspect.signature(type(run).__call__).parameters)
+            == ["self", "gridX", "gridY", "gridZ", "stream", "function", "args"]
             and getattr(run, "launch", None) is not None
-            and not run.global_scratch_size and not run.profile_scratch_size):
+            and not getattr(run, "global_scratch_size", 1) and not getattr(run, "profile_scratch_size", 1)):
         # the wrapper would add (cooperative, pdl, global scratch, profile scratch) and call this
         head = (compiled.function, run.launch_cooperative_grid, run.launch_pdl, None, None,
                 compiled.packed_metadata, None, None, None)
-        return run.launch, head
-    return run, (compiled.function, compiled.packed_metadata, None, None, None)
+        return run.launch, head, compiled
+    return run, (compiled.function, compiled.packed_metadata, None, None, None), compiled
 
 
 def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
@@ -107,8 +114,8 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
         raise ValueError(f"kda_step: q must be (B, H, K) and v (B, H, V); got {tuple(q.shape)}, {tuple(v.shape)}")
     B, H, K = q.shape
     V = v.shape[2]
-    BH = (B, H)
-    if k.shape != q.shape or v.shape[:2] != BH or beta.shape != BH:
+    bh = (B, H)
+    if k.shape != q.shape or v.shape[:2] != bh or beta.shape != bh:
         raise ValueError(f"kda_step: want q, k (B, H, K), v (B, H, V), beta (B, H); got "
                          f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}, {tuple(beta.shape)}")
     if state.shape != (B, H, K, V) or state.dtype != torch.float32 or not state.is_contiguous():
@@ -118,7 +125,7 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
         gate, g = 0, q
     elif g.shape == q.shape:
         gate = 2
-    elif g.shape == BH:
+    elif g.shape == bh:
         gate = 1
     else:
         raise ValueError(f"kda_step: g must be (B, H, K) or (B, H); got {tuple(g.shape)}")
@@ -128,12 +135,17 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
     if read is not None and (read.shape != v.shape or not read.is_contiguous()):
         raise ValueError(f"kda_step: read must be a contiguous (B, H, V) = {tuple(v.shape)}; got {tuple(read.shape)}")
     scale = K ** -0.5 if scale is None else float(scale)
-    if _compiling():
+    if _IS_COMPILING is not None and _IS_COMPILING():
+        if config is not None:
+            raise ValueError("kda_step: config= is for benchmarks; under torch.compile the op picks its tiles")
         return torch.ops.lineage.kda_step(q, k, v, g, beta, state, read, scale, gate)
     if config is None:
         config = _CONFIGS.get((B * H, K, V))
         if config is None:
             config = _CONFIGS[(B * H, K, V)] = _step_config(B * H, K, V)
+    elif config[0] < K or config[0] & (config[0] - 1) or config[1] & (config[1] - 1):
+        # one program holds all K rows of its block of S: BK must cover K
+        raise ValueError(f"kda_step: config (BK, BV, warps) needs powers of two with BK >= K = {K}; got {config}")
     BK, BV, warps = config
     o = torch.empty_like(v)
     r, READ = (o, False) if read is None else (read, True)
@@ -151,7 +163,7 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
     key = (dev, q.dtype, k.dtype, v.dtype, g.dtype, beta.dtype, r.dtype, K, V, BK, BV, gate, READ, warps)
     direct = _DIRECT.get(key)
     if direct is not None and aligned:
-        launch, head = direct
+        launch, head, _ = direct
         try:
             launch(gx, gy, 1, _STREAM[0](dev), *head, *ptrs, scale, K, V, BK, BV, gate, READ)
             return o
@@ -159,7 +171,8 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
             _DIRECT[key] = None
     compiled = _kda_step_kernel[(gx, gy)](q, k, v, g, beta, state, o, r, scale, K, V, BK, BV, gate, READ,
                                           num_warps=warps)
-    if aligned and key not in _DIRECT:
+    # cache only a launch made on the tensors' own device: Triton loaded `compiled` there
+    if aligned and key not in _DIRECT and dev == torch.cuda.current_device():
         try:
             if not _STREAM:
                 _STREAM.append(triton.runtime.driver.active.get_current_stream)
@@ -169,20 +182,16 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
     return o
 
 
-def _compiling() -> bool:
-    return _IS_COMPILING is not None and _IS_COMPILING()
-
-
-_IS_COMPILING = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+# torch.compile traces through the custom op below (torch >= 2.6 has torch.library.triton_op);
+# older torch graph-breaks at the eager launcher instead
+_IS_COMPILING = torch.compiler.is_compiling if hasattr(torch.library, "triton_op") else None
 
 
 def _register_op() -> None:
     """``torch.ops.lineage.kda_step``: the same launch written so torch.compile can trace it
     (torch.library.triton_op, torch >= 2.6). Inductor then keeps our kernel in the graph it
     builds, fused work around it, instead of stopping at an opaque Python launcher."""
-    global _IS_COMPILING
-    if not hasattr(torch.library, "triton_op"):
-        _IS_COMPILING = None          # older torch: compiling graph-breaks at the eager launcher
+    if _IS_COMPILING is None:
         return
     from torch.library import triton_op, wrap_triton
 

@@ -29,6 +29,10 @@ class DeltaState:
 class DeltaNet(nn.Module):
     OP = "delta_rule"           # the function in lineage.ops (reference) or kernels (triton)
     backend = "reference"       # set by lineage.backend.set_backend
+    # The Triton step can update the fp32 state in place. A step normally leaves the caller's
+    # state as it was (as the reference does), so that costs one copy of S; a CUDA-graph step
+    # owns its state buffers and turns this on (lineage.graph_step.GraphStep).
+    update_in_place = False
 
     def __init__(self, cfg: DeltaNetConfig):
         super().__init__()
@@ -85,12 +89,16 @@ class DeltaNet(nn.Module):
         B, H, K = q.shape
         g = self._decay(x)
         if self.backend == "triton":
-            # one fused launch; the fp32 state is updated in place, and when observing, the
-            # kernel also writes the read-back k S, from which the correction and write follow
+            # one fused launch on an fp32 state; when observing, the kernel also writes the
+            # read-back k S, from which the correction and the write follow
             import kernels
             q, k, v, beta = q.contiguous(), k.contiguous(), v.contiguous(), beta.contiguous()
-            S = torch.zeros(B, H, K, v.shape[-1], device=q.device, dtype=torch.float32) if state is None \
-                else state.S.float().contiguous()
+            if state is None:
+                S = torch.zeros(B, H, K, v.shape[-1], device=q.device, dtype=torch.float32)
+            elif self.update_in_place:
+                S = state.S.float().contiguous()                                  # the caller's buffer
+            else:
+                S = state.S.to(torch.float32, copy=True).contiguous()
             read = None if obs is None else torch.empty_like(v)                   # (B, H, V)
             o = kernels.kda_step(q, k, v, None if g is None else g[:, 0], beta, S, read=read)
             if obs is not None:

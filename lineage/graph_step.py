@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from .deltanet import DeltaState
+from .deltanet import DeltaNet, DeltaState
 from .linear_attention import LinearState
 from .mla import LatentCache, StaticLatentCache
 from .model import LM, ModelState
@@ -53,12 +53,17 @@ class GraphStep:
                  compile: bool = False):
         """compile=True first runs the step through torch.compile (inductor fuses the many small
         elementwise kernels), then captures the compiled step. On the Triton backend the
-        delta-rule layers call kda_step through its custom op, which the compiler keeps."""
+        delta-rule layers call kda_step through its custom op, which the compiler keeps.
+        From here on the model's delta-rule layers update a fp32 state in place on the Triton
+        backend (DeltaNet.update_in_place), as the captured step needs."""
         if model.wpe is not None:
             raise ValueError("learned positions index by a host integer; graph capture supports RoPE/NoPE models")
         if any(st is None for st in state.layers):
             raise ValueError("prefill at least one token before capturing (every layer needs a state)")
         self.model, self.observe = model, observe
+        for m in model.modules():               # the step owns these buffers: no copy of S per layer
+            if isinstance(m, DeltaNet):
+                m.update_in_place = True
         self._step_fn = torch.compile(self._run, dynamic=False) if compile else self._run
         self.state = to_static(state, capacity)
         self.capacity = capacity

@@ -264,8 +264,9 @@ def test_lineage_dispatches_to_kernels(monkeypatch):
         assert s_tri.layers[0].S.dtype == torch.float32
 
 
+@pytest.mark.parametrize("batch", [1, 2])
 @pytest.mark.parametrize("preset", ["tiny-kda", "tiny-gated-deltanet", "tiny-deltanet"])
-def test_observed_step_on_kernels_matches_reference(preset):
+def test_observed_step_on_kernels_matches_reference(preset, batch):
     """The app's observed step on the Triton backend (kda_step also writes the read-back)
     gives the reference's observations: state, write, read-back, decay, and the logits."""
     from lineage.backend import set_backend
@@ -279,15 +280,19 @@ def test_observed_step_on_kernels_matches_reference(preset):
     tri = LM(cfg).eval()
     tri.load_state_dict(ref.state_dict())
     set_backend(tri, "triton")
-    ids = torch.randint(0, 256, (1, 12))
+    ids = torch.randint(0, 256, (batch, 12))
     with torch.no_grad():
         _, s_ref = ref(ids[:, :9])
         _, s_tri = tri(ids[:, :9])
         for t in range(9, 12):
             o_ref, o_tri = {}, {}
+            before = [st.S.clone() for st in s_tri.layers]
             a, s_ref = ref.step(ids[:, t], s_ref, o_ref)
+            old = s_tri
             b, s_tri = tri.step(ids[:, t], s_tri, o_tri)
             close(b, a)
+            for st, S in zip(old.layers, before):      # a step leaves the caller's state alone
+                assert torch.equal(st.S, S)
             seen = 0
             for la, lb in zip(o_ref["layers"], o_tri["layers"]):
                 ma, mb = la["mixer"], lb["mixer"]
@@ -301,3 +306,60 @@ def test_observed_step_on_kernels_matches_reference(preset):
                     else:
                         close(mb[name], ma[name])
             assert seen > 0
+
+
+def test_step_op_and_read_back():
+    """kda_step's read= output is k S after the decay and before the write, and the custom op
+    that torch.compile traces (torch.ops.lineage.kda_step) gives exactly the launcher's answer."""
+    gen = torch.Generator().manual_seed(4)
+    Bq, Hq, K = 2, 3, 32
+    q = torch.randn(Bq, Hq, K, generator=gen)
+    k = F.normalize(torch.randn(Bq, Hq, K, generator=gen), dim=-1)
+    v = torch.randn(Bq, Hq, V, generator=gen)
+    g = -5 * torch.rand(Bq, Hq, K, generator=gen)
+    beta = torch.rand(Bq, Hq, generator=gen)
+    S0 = torch.randn(Bq, Hq, K, V, generator=gen)
+    S1, S2, r = S0.clone(), S0.clone(), torch.empty(Bq, Hq, V)
+    o1 = kernels.kda_step(q, k, v, g, beta, S1, read=r)
+    o2 = torch.ops.lineage.kda_step(q, k, v, g, beta, S2, None, K ** -0.5, 2)
+    assert torch.equal(o1, o2) and torch.equal(S1, S2)
+    decayed = S0.double() * g.double().exp()[..., None]                        # (B, H, K, V)
+    close(r, (k.double()[:, :, None] @ decayed).squeeze(2))
+    with pytest.raises(ValueError, match="BK >= K"):
+        kernels.kda_step(q, k, v, g, beta, S1, config=(16, 16, 4))
+
+
+def test_graph_step_body_keeps_its_state_buffers_current():
+    """The body GraphStep captures (its _run) leaves the new delta state, conv cache included,
+    in its fixed buffers whether the kernel updated S in place or not: two bodies give two
+    plain steps' state. (Capture itself needs CUDA; this checks what is captured.)"""
+    from lineage.backend import set_backend
+    from lineage.deltanet import DeltaNet
+    from lineage.graph_step import GraphStep, to_static
+    from lineage.model import LM
+    from lineage.presets import get_preset
+    torch.manual_seed(2)
+    cfg = get_preset("tiny-kda")
+    ref = LM(cfg).eval()
+    tri = LM(cfg).eval()
+    tri.load_state_dict(ref.state_dict())
+    set_backend(tri, "triton")
+    ids = torch.randint(0, 256, (1, 12))
+    with torch.no_grad():
+        _, st = ref(ids[:, :9])
+        for in_place in (True, False):
+            for m in tri.modules():
+                if isinstance(m, DeltaNet):
+                    m.update_in_place = in_place
+            gs = GraphStep.__new__(GraphStep)
+            gs.model, gs.observe = tri, False
+            gs.state = to_static(st, capacity=32)
+            gs.token = torch.zeros(1, dtype=torch.long)
+            s_ref = st
+            for t in (9, 10):
+                gs.token.fill_(int(ids[0, t]))
+                gs._run()
+                _, s_ref = ref.step(ids[:, t], s_ref)
+            for a, b in zip(gs.state.layers, s_ref.layers):
+                close(a.S, b.S)
+                close(a.conv, b.conv)
