@@ -50,6 +50,19 @@ def d(*xs):
     return [x.double() for x in xs]
 
 
+def twin_models(preset, seed):
+    """The same random model twice: on the reference backend and on the Triton kernels."""
+    from lineage.backend import set_backend
+    from lineage.model import LM
+    from lineage.presets import get_preset
+    torch.manual_seed(seed)
+    ref = LM(get_preset(preset)).eval()
+    tri = LM(get_preset(preset)).eval()
+    tri.load_state_dict(ref.state_dict())
+    set_backend(tri, "triton")
+    return ref, tri
+
+
 # ------------------------------------------------------------------------ chunked forms
 
 @pytest.mark.parametrize("T,K", [(63, 32), (130, 64)])
@@ -238,20 +251,13 @@ def test_available_under_interpreter():
 def test_lineage_dispatches_to_kernels(monkeypatch):
     """LINEAGE_BACKEND=triton puts the kernels under a whole model: the chunked prefill and
     unobserved steps go through kernels and agree with the reference backend."""
-    from lineage.backend import resolve, set_backend
-    from lineage.model import LM
-    from lineage.presets import get_preset
+    from lineage.backend import resolve
     monkeypatch.setenv("LINEAGE_BACKEND", "triton")
     backend, note = resolve(torch.device("cpu"))
     assert backend == "triton" and note is None                 # TRITON_INTERPRET=1 is set above
     monkeypatch.setenv("LINEAGE_BACKEND", "nonsense")
     assert resolve(torch.device("cpu"))[0] == "reference"
-    torch.manual_seed(0)
-    cfg = get_preset("tiny-kda")
-    ref = LM(cfg).eval()
-    tri = LM(cfg).eval()
-    tri.load_state_dict(ref.state_dict())
-    set_backend(tri, "triton")
+    ref, tri = twin_models("tiny-kda", 0)
     ids = torch.randint(0, 256, (1, 20))
     with torch.no_grad():
         l_ref, s_ref = ref(ids[:, :17])
@@ -269,17 +275,10 @@ def test_lineage_dispatches_to_kernels(monkeypatch):
 def test_observed_step_on_kernels_matches_reference(preset, batch):
     """The app's observed step on the Triton backend (kda_step also writes the read-back)
     gives the reference's observations: state, write, read-back, decay, and the logits."""
-    from lineage.backend import set_backend
-    from lineage.model import LM
-    from lineage.presets import get_preset, PRESETS
+    from lineage.presets import PRESETS
     if preset not in PRESETS:
         pytest.skip(f"no preset {preset}")
-    torch.manual_seed(1)
-    cfg = get_preset(preset)
-    ref = LM(cfg).eval()
-    tri = LM(cfg).eval()
-    tri.load_state_dict(ref.state_dict())
-    set_backend(tri, "triton")
+    ref, tri = twin_models(preset, 1)
     ids = torch.randint(0, 256, (batch, 12))
     with torch.no_grad():
         _, s_ref = ref(ids[:, :9])
@@ -333,17 +332,9 @@ def test_graph_step_body_keeps_its_state_buffers_current():
     """The body GraphStep captures (its _run) leaves the new delta state, conv cache included,
     in its fixed buffers whether the kernel updated S in place or not: two bodies give two
     plain steps' state. (Capture itself needs CUDA; this checks what is captured.)"""
-    from lineage.backend import set_backend
     from lineage.deltanet import DeltaNet
     from lineage.graph_step import GraphStep, to_static
-    from lineage.model import LM
-    from lineage.presets import get_preset
-    torch.manual_seed(2)
-    cfg = get_preset("tiny-kda")
-    ref = LM(cfg).eval()
-    tri = LM(cfg).eval()
-    tri.load_state_dict(ref.state_dict())
-    set_backend(tri, "triton")
+    ref, tri = twin_models("tiny-kda", 2)
     ids = torch.randint(0, 256, (1, 12))
     with torch.no_grad():
         _, st = ref(ids[:, :9])
