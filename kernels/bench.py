@@ -310,10 +310,7 @@ def bench_chunk(ctx):
     # where the time goes, kernel by kernel
     if ctx["device"] == "cuda":
         from torch.profiler import ProfilerActivity, profile
-        def split(**opt):
-            return lambda: chunk_delta._chunk_delta(q, k, v, g, beta, None, None, 64, 2, "kda", options=opt)
-        for name, fn in [("triton", lambda: kernels.kda(q, k, v, g, beta)),
-                         ("triton rows scores", split(scores_impl="rows"))] + (
+        for name, fn in [("triton", lambda: kernels.kda(q, k, v, g, beta))] + (
                 [("fla", fla_call)] if ctx["fla"] else []):
             fn()                # compile outside the profile
             torch.cuda.synchronize()
@@ -331,10 +328,8 @@ def bench_chunk(ctx):
             log(f"   profile {name}: " + "; ".join(f"{x['kernel'][:40]} {x['us_per_call']:.0f} us" for x in kern[:8]))
 
     if ctx["sweep"]:
-        rows = {"scores_impl": "rows"}
-        variants = [{}, rows, {**rows, "sub": 8}, {**rows, "sub": 2}, {**rows, "scores": (32, 4)},
-                    {**rows, "scores": (64, 8)}, {"state": (64, 8, 1)}, {"inter": torch.float32, "dot": triton_fp32()}]
-        # the "split" score kernels (the default, at (32, 1) and (32, 1, 4)): split_inter = (BK, num_warps),
+        variants = [{}, {"state": (64, 8, 1)}, {"inter": torch.float32, "dot": triton_fp32()}]
+        # the score kernels (defaults (32, 1) and (32, 1, 4)): split_inter = (BK, num_warps),
         # split_diag = (BK, num_warps, SUB); SUB 16 is a plain column loop in the diagonal block, SUB 1 all matmuls
         variants += [{"split_inter": c} for c in ((64, 1), (32, 2), (32, 4), (16, 1))] + \
             [{"split_diag": c} for c in ((32, 2, 4), (32, 1, 8), (32, 2, 16), (16, 1, 4), (32, 4, 4))]

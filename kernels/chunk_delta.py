@@ -20,12 +20,10 @@ entering the chunk, the delta writes u satisfy a unit-lower-triangular system:
 Five stages, each kernel launched once:
 
 1. ``_chunk_cumsum_kernel``  (chunks, B*H): G = in-chunk cumsum of g, kept in fp32.
-2. A and P, by one of two implementations (option ``scores_impl``, "split" by default: 1.35x
-   faster for the whole op on the H200):
-   "rows":  ``_chunk_scores_kernel`` (chunks * 4, B*H): one 16-row strip of a chunk, all 64 columns;
-   "split": ``_scores_inter_kernel`` (chunks * 6, B*H): one 16 x 16 block below the diagonal (and
-            the zero block mirrored above it), and ``_scores_diag_kernel`` (chunks * 4, B*H): one
-            diagonal 16 x 16 block. Small independent programs, no whole-chunk tiles.
+2. A and P: ``_scores_inter_kernel`` (chunks * 6, B*H): one 16 x 16 block below the diagonal
+   (and the zero block mirrored above it), and ``_scores_diag_kernel`` (chunks * 4, B*H): one
+   diagonal 16 x 16 block. Small independent programs with no whole-chunk tiles: an earlier
+   16-row-strip kernel spilled registers at every warp count and made the op 1.35x slower.
 3. ``_chunk_solve_kernel``   (chunks, B*H): X = (I + A)^-1 by 16 x 16 blocks.
 4. ``_chunk_apply_kernel``   (chunks, B*H): W = X (beta k e^G), U = X (beta v).
 5. ``_chunk_state_kernel``   (V blocks, B*H): walks the chunks in order carrying S in registers,
@@ -34,8 +32,8 @@ Five stages, each kernel launched once:
 Overflow: decays are only ever exponentiated as differences that are <= 0. Where a product
 e^{G_r - G_s} must become a matmul, it is split at a token n between s and r:
 e^{G_r - G_n} e^{G_n - G_s}, both factors <= 1: at the first token of the 16-token block for
-earlier blocks, then at every SUB tokens inside the diagonal block (SUB = 4 by default, both
-implementations). Only SUB x SUB diagonal sub-blocks are computed pair by pair. Arguments are
+earlier blocks, then at every SUB tokens inside the diagonal block (SUB = 4 by default).
+Only SUB x SUB diagonal sub-blocks are computed pair by pair. Arguments are
 clamped with min(., 0) as well, so padded rows (t >= T, loaded as 0) can never produce inf * 0.
 
 Precision: fp32 inputs run every matmul in full fp32 (ieee). 16-bit inputs use tf32 in the
@@ -72,113 +70,6 @@ def _chunk_cumsum_kernel(g, G, T, H: tl.constexpr, D: tl.constexpr, BT: tl.const
 
 
 # --------------------------------------------------------------------------- kernel 2
-
-@triton.jit(do_not_specialize=["T"])
-def _chunk_scores_kernel(q, k, G, beta, A, P, scale, T,
-                         H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
-                         BK: tl.constexpr, SUB: tl.constexpr, GATE: tl.constexpr, PREC: tl.constexpr):
-    """Rows [r0, r0 + BC) of the chunk's decayed score matrices, all BT columns:
-
-        A[r, s] = beta_r sum_i k_r[i] k_s[i] e^{G_r[i] - G_s[i]}       (s < r, else 0)
-        P[r, s] = scale sum_i q_r[i] k_s[i] e^{G_r[i] - G_s[i]}        (s <= r, else 0)
-
-    Per-channel gates: columns s < r0 (earlier blocks) split the decay at n = r0,
-    e^{G_r - G_n} e^{G_n - G_s} (both <= 1), so they are one matmul. The diagonal BC x BC block
-    is split the same way at every SUB tokens, and only its SUB x SUB diagonal sub-blocks are
-    summed pair by pair. Per-head gates: e^{G_r - G_s} is a scalar per (r, s), applied after
-    a plain matmul.
-    A, P: (B, T, H, BT), row t holds the chunk-local columns of token t."""
-    i_c, i_bh = tl.program_id(0), tl.program_id(1)
-    i_t, i_i = i_c // (BT // BC), i_c % (BT // BC)
-    i_b, i_h = (i_bh // H).to(tl.int64), i_bh % H
-    t0 = i_t * BT                                   # first token of the chunk
-    r0 = t0 + i_i * BC                              # first token of this row block
-    o_r = r0 + tl.arange(0, BC)                     # (BC,) row tokens
-    o_s = t0 + tl.arange(0, BT)                     # (BT,) column tokens
-    o_col = tl.arange(0, BT)                        # (BT,) chunk-local column index
-    o_d = tl.arange(0, BC)                          # (BC,) index inside the diagonal block
-    m_r, m_s = o_r < T, o_s < T
-    row_r = (i_b * T + o_r) * H + i_h               # (BC,) flat (b, t, h) row index
-    row_s = (i_b * T + o_s) * H + i_h               # (BT,)
-
-    b_A = tl.zeros([BC, BT], dtype=tl.float32)      # columns of earlier blocks (per-channel), or all
-    b_P = tl.zeros([BC, BT], dtype=tl.float32)
-    b_Ad = tl.zeros([BC, BC], dtype=tl.float32)     # the diagonal block (per-channel)
-    b_Pd = tl.zeros([BC, BC], dtype=tl.float32)
-    for i_k in tl.static_range(0, K, BK):
-        o_k = i_k + tl.arange(0, BK)
-        m_k = o_k < K
-        m_rk = m_r[:, None] & m_k[None, :]
-        b_kr = tl.load(k + row_r[:, None] * K + o_k[None, :], mask=m_rk, other=0.).to(tl.float32)          # (BC, BK)
-        b_qr = tl.load(q + row_r[:, None] * K + o_k[None, :], mask=m_rk, other=0.).to(tl.float32) * scale
-        b_ks = tl.load(k + row_s[:, None] * K + o_k[None, :], mask=m_s[:, None] & m_k[None, :],
-                       other=0.).to(tl.float32)                                                              # (BT, BK)
-        if GATE == 2:
-            b_gr = tl.load(G + row_r[:, None] * K + o_k[None, :], mask=m_rk, other=0.)                       # (BC, BK)
-            b_gs = tl.load(G + row_s[:, None] * K + o_k[None, :], mask=m_s[:, None] & m_k[None, :], other=0.)
-            row_n = (i_b * T + r0) * H + i_h
-            b_gn = tl.load(G + row_n * K + o_k, mask=m_k & (o_k * 0 + r0 < T), other=0.)                    # (BK,) G at n = r0
-            # earlier blocks: e^{G_r - G_n} (rows r >= n) times e^{G_n - G_s} (columns s < n)
-            if i_i > 0:
-                b_fr = tl.exp(tl.minimum(b_gr - b_gn[None, :], 0.))                                           # (BC, BK) <= 1
-                b_fs = tl.where((o_s < r0)[:, None], tl.exp(tl.minimum(b_gn[None, :] - b_gs, 0.)), 0.)         # (BT, BK) <= 1
-                b_kc = tl.trans(b_ks * b_fs)                                                                   # (BK, BT)
-                b_A += tl.dot(b_kr * b_fr, b_kc, input_precision=PREC)
-                b_P += tl.dot(b_qr * b_fr, b_kc, input_precision=PREC)
-            # the diagonal block, cut again into sub-blocks of SUB tokens. Row sub-block c against
-            # earlier sub-blocks: split at its first token n_c (one small matmul per c) ...
-            row_nr = (i_b * T + r0 + (o_d // SUB) * SUB) * H + i_h                                           # (BC,) n_c of each row
-            b_gnr = tl.load(G + row_nr[:, None] * K + o_k[None, :], mask=m_rk, other=0.)                     # (BC, BK)
-            b_fr = tl.exp(tl.minimum(b_gr - b_gnr, 0.))                                                       # (BC, BK) <= 1
-            for c in tl.static_range(1, BC // SUB):
-                row_c = (i_b * T + r0 + c * SUB) * H + i_h
-                b_gc = tl.load(G + row_c * K + o_k, mask=m_k & (o_k * 0 + r0 + c * SUB < T), other=0.)        # (BK,)
-                b_fc = tl.where((o_d < c * SUB)[:, None], tl.exp(tl.minimum(b_gc[None, :] - b_gr, 0.)), 0.)   # (BC, BK) <= 1
-                b_kd = tl.trans(b_kr * b_fc)                                                                   # (BK, BC)
-                m_sc = (o_d // SUB == c)[:, None]
-                b_Ad += tl.dot(tl.where(m_sc, b_kr * b_fr, 0.), b_kd, input_precision=PREC)
-                b_Pd += tl.dot(tl.where(m_sc, b_qr * b_fr, 0.), b_kd, input_precision=PREC)
-            # ... and inside each sub-block, pair by pair: column j of every sub-block at once
-            for j in range(0, SUB):
-                o_j = (o_d // SUB) * SUB + j                                                                  # (BC,) column of each row
-                row_j = (i_b * T + r0 + o_j) * H + i_h
-                m_j = ((r0 + o_j) < T)[:, None] & m_k[None, :]
-                b_kj = tl.load(k + row_j[:, None] * K + o_k[None, :], mask=m_j, other=0.).to(tl.float32)     # (BC, BK)
-                b_gj = tl.load(G + row_j[:, None] * K + o_k[None, :], mask=m_j, other=0.)
-                b_e = b_kj * tl.exp(tl.minimum(b_gr - b_gj, 0.))                                               # (BC, BK)
-                m_c = o_d[None, :] == o_j[:, None]                                                             # (BC, BC)
-                b_Ad = tl.where(m_c, b_Ad + tl.sum(b_kr * b_e, 1)[:, None], b_Ad)
-                b_Pd = tl.where(m_c, b_Pd + tl.sum(b_qr * b_e, 1)[:, None], b_Pd)
-        else:
-            b_A += tl.dot(b_kr, tl.trans(b_ks), input_precision=PREC)
-            b_P += tl.dot(b_qr, tl.trans(b_ks), input_precision=PREC)
-    if GATE == 1:
-        b_gr = tl.load(G + row_r, mask=m_r, other=0.)                                                           # (BC,)
-        b_gs = tl.load(G + row_s, mask=m_s, other=0.)                                                           # (BT,)
-        b_d = tl.exp(tl.minimum(b_gr[:, None] - b_gs[None, :], 0.))                                             # (BC, BT)
-        b_A *= b_d
-        b_P *= b_d
-    o_ri = i_i * BC + o_d                                                                                       # chunk-local rows
-    b_beta = tl.load(beta + row_r, mask=m_r, other=0.).to(tl.float32)
-    b_A = tl.where(o_ri[:, None] > o_col[None, :], b_A * b_beta[:, None], 0.)
-    b_P = tl.where(o_ri[:, None] >= o_col[None, :], b_P, 0.)
-    p_out = row_r[:, None] * BT + o_col[None, :]
-    if GATE == 2:
-        # two disjoint stores: the strip without the diagonal block's columns, then that block
-        m_out = m_r[:, None] & ((o_col < i_i * BC) | (o_col >= i_i * BC + BC))[None, :]
-        tl.store(A + p_out, b_A.to(A.dtype.element_ty), mask=m_out)
-        tl.store(P + p_out, b_P.to(P.dtype.element_ty), mask=m_out)
-        b_Ad = tl.where(o_d[:, None] > o_d[None, :], b_Ad * b_beta[:, None], 0.)
-        b_Pd = tl.where(o_d[:, None] >= o_d[None, :], b_Pd, 0.)
-        p_d = row_r[:, None] * BT + i_i * BC + o_d[None, :]
-        tl.store(A + p_d, b_Ad.to(A.dtype.element_ty), mask=m_r[:, None])
-        tl.store(P + p_d, b_Pd.to(P.dtype.element_ty), mask=m_r[:, None])
-    else:
-        tl.store(A + p_out, b_A.to(A.dtype.element_ty), mask=m_r[:, None])
-        tl.store(P + p_out, b_P.to(P.dtype.element_ty), mask=m_r[:, None])
-
-
-# --------------------------------------------------------------------------- kernel 2, split
 
 @triton.jit
 def _pair_of(i_p, NB: tl.constexpr):
@@ -541,17 +432,10 @@ def _state_config(K: int, V: int) -> tuple[int, int, int]:
 
 def _scores(q, k, G, beta, A, P, scale: float, gate: int, prec: str, opt: dict) -> None:
     """Launches stage 2 into A (B, T, H, BT) fp32 and P (B, T, H, BT): every entry of every row
-    t < T is written (0 above the diagonal). opt["scores_impl"]: "rows" = one kernel, one
-    16-row strip per program; "split" = one program per block below the diagonal plus one per
-    diagonal block (small independent programs, no (BT, BK) tiles)."""
+    t < T is written (0 above the diagonal), one program per block below the diagonal plus
+    one per diagonal block."""
     B, T, H, K = q.shape
     NT = triton.cdiv(T, BT)
-    if opt["scores_impl"] == "rows":
-        sBK, sW = opt["scores"]
-        _chunk_scores_kernel[(NT * NB, B * H)](q, k, G, beta, A, P, scale, T, H=H, K=K, BT=BT, BC=BC,
-                                               BK=min(_pow2(K), sBK), SUB=opt["sub"], GATE=gate, PREC=prec,
-                                               num_warps=sW)
-        return
     iBK, iW = opt["split_inter"]
     _scores_inter_kernel[(NT * NB * (NB - 1) // 2, B * H)](
         q, k, G, beta, A, P, scale, T, H=H, K=K, BT=BT, BC=BC, BK=min(_pow2(K), iBK), GATE=gate,
@@ -564,9 +448,8 @@ def _scores(q, k, G, beta, A, P, scale: float, gate: int, prec: str, opt: dict) 
 
 def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, name: str, options=None):
     """Checks, allocates, launches the five stages. ``options`` (benchmarks only) overrides
-    the tuned choices: inter (dtype of W, U, P), scores_impl ("rows" or "split", see `_scores`),
-    scores (BK, num_warps) and sub (diagonal sub-block) of the "rows" score kernel,
-    split_inter (BK, num_warps) and split_diag (BK, num_warps, SUB) of the "split" ones,
+    the tuned choices: inter (dtype of W, U, P), split_inter (BK, num_warps) and split_diag
+    (BK, num_warps, SUB) of the two score kernels,
     dot (operand dtype of the sequential kernel's matmuls for 16-bit inputs, a tl dtype),
     state (BV, num_warps, num_stages), solve and apply (num_warps of those kernels). Unknown
     names are an error."""
@@ -612,23 +495,19 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
     # fp32 (2.0e-3 with fp32 storage). On the GPU only: the CPU interpreter has no bf16 matmul.
     half = q.dtype != torch.float32
     dot16 = tl.bfloat16 if q.dtype == torch.bfloat16 else tl.float16
-    # Score stage: the split kernels with one warp each. Measured on the H200 at B=4, T=4096,
-    # H=16, K=V=128, bf16, whole op: 1435 - 1453 us, against 1942 us with the "rows" kernel
-    # (which spills registers at every warp count) and 1890 us for split at 4 warps (a 16-row
-    # dot gives every warp the whole product, so extra warps only repeat it). The solve's
+    # Score kernels at one warp each. Measured on the H200 at B=4, T=4096, H=16, K=V=128,
+    # bf16, whole op: 1435 - 1453 us, against 1890 us at 4 warps (a 16-row dot gives every
+    # warp the whole product, so extra warps only repeat it). The solve's
     # row-by-row substitution reduces across its tile every row: one warp keeps that inside a
     # warp (1227 us for the whole op, against 1411 us at 4 warps and 1852 us at 8).
-    opt = dict(inter=q.dtype, scores_impl="split", scores=(64, 4), sub=4, split_inter=(32, 1), split_diag=(32, 1, 4),
-               solve=1, apply=4,
+    opt = dict(inter=q.dtype, split_inter=(32, 1), split_diag=(32, 1, 4), solve=1, apply=4,
                dot=dot16 if half and q.is_cuda else tl.float32, state=_state_config(K, V))
     unknown = set(options or {}) - set(opt)
     if unknown:     # a misspelt option would silently time the defaults
         raise ValueError(f"{name}: unknown options {sorted(unknown)}; known: {sorted(opt)}")
     opt.update(options or {})
-    if opt["scores_impl"] not in ("rows", "split"):
-        raise ValueError(f"{name}: scores_impl must be 'rows' or 'split'; got {opt['scores_impl']!r}")
-    if BC % opt["split_diag"][2] or BC % opt["sub"]:
-        raise ValueError(f"{name}: the diagonal sub-block (sub, split_diag[2]) must divide {BC}")
+    if BC % opt["split_diag"][2]:
+        raise ValueError(f"{name}: the diagonal sub-block split_diag[2] must divide {BC}")
     q, k, v, beta = q.contiguous(), k.contiguous(), v.contiguous(), beta.contiguous()
     S0 = initial_state.to(torch.float32).contiguous() if initial_state is not None else S
     prec = "ieee" if q.dtype == torch.float32 else "tf32"

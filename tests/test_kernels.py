@@ -111,36 +111,60 @@ def test_chunked_half_precision_inputs():
         close(S, S_ref, rtol=rtol)
 
 
-# ------------------------------------------------------------------ score implementations
+# ------------------------------------------------------------------ score kernels
 
-SCORES = {"rows": {"scores_impl": "rows"},
-          "split": {"scores_impl": "split"},
-          "split-sub16-bk16": {"scores_impl": "split", "split_inter": (16, 2), "split_diag": (16, 2, 16)},
-          "split-sub1": {"scores_impl": "split", "split_diag": (64, 4, 1)}}
+SCORES = {"default": {},
+          "sub16-bk16": {"split_inter": (16, 2), "split_diag": (16, 2, 16)},
+          "sub1": {"split_diag": (64, 4, 1)}}
 REFS = {2: ops.kda, 1: ops.gated_delta_rule, 0: ops.delta_rule}
 
 
-@pytest.mark.parametrize("impl", ["rows", "split"])
 @pytest.mark.parametrize("T,K,g_mode,beta_mode", [
     (63, 32, "random", "random"), (130, 64, "random", "one"), (130, 32, "zero", "zero"),
     (63, 64, "min", "one"), (130, 32, "steep", "random"), (130, 64, "steep", "zero")])
-def test_scores_impl_matches_reference(impl, T, K, g_mode, beta_mode):
-    """Both score implementations, end to end. "steep" is g = -30 for every token: e^{G_r - G_s}
+def test_scores_end_to_end_match_reference(T, K, g_mode, beta_mode):
+    """The whole op through the score kernels. "steep" is g = -30 for every token: e^{G_r - G_s}
     spans e^{-1890} within a chunk, so any exponent > 0 would overflow to inf / nan."""
     q, k, v, g, beta, S0 = make(T, K, "min" if g_mode == "steep" else g_mode, beta_mode, seed=T * K)
     if g_mode == "steep":
         g = torch.full_like(g, -30.0)
-    o, S = cd._chunk_delta(q, k, v, g, beta, None, S0, 64, 2, "kda", options=SCORES[impl])
+    o, S = cd._chunk_delta(q, k, v, g, beta, None, S0, 64, 2, "kda")
     o_ref, S_ref = ops.kda(*d(q, k, v, g, beta), initial_state=S0.double())
     close(o, o_ref)
     close(S, S_ref)
 
 
-@pytest.mark.parametrize("impl", ["split", "split-sub16-bk16", "split-sub1"])
+def scores_reference(q, k, g, beta, scale, gate):
+    """A and P of every chunk by their definition, in float64: A[r, s] = beta_r sum_i k_r[i]
+    k_s[i] e^{G_r[i] - G_s[i]} for s < r, P[r, s] = scale sum_i q_r[i] k_s[i] e^{...} for s <= r,
+    G the in-chunk cumulative log decay; row t holds its chunk's 64 columns. (B, T, H, 64) each."""
+    Bq, T, Hq, _ = q.shape
+    A = torch.zeros(Bq, T, Hq, 64, dtype=torch.float64)
+    P = torch.zeros(Bq, T, Hq, 64, dtype=torch.float64)
+    q, k, beta = q.double(), k.double(), beta.double()
+    for t0 in range(0, T, 64):
+        sl = slice(t0, min(t0 + 64, T))
+        n = sl.stop - t0
+        if gate == 0:
+            G = torch.zeros(Bq, n, Hq, 1, dtype=torch.float64)
+        else:
+            G = g[:, sl].double().cumsum(1)
+            G = G if gate == 2 else G[..., None]                          # (B, n, H, K or 1)
+        r, c = torch.arange(n)[:, None], torch.arange(n)[None, :]
+        diff = (G[:, :, None] - G[:, None, :]).masked_fill((c > r)[None, :, :, None, None], -torch.inf)
+        decay = diff.exp()                                                # (B, n, n, H, K or 1), 0 above
+        kk = torch.einsum("brhi,bshi,brshi->brsh", k[:, sl], k[:, sl], decay)
+        qk = torch.einsum("brhi,bshi,brshi->brsh", q[:, sl], k[:, sl], decay)
+        A[:, sl, :, :n] = (kk * beta[:, sl, None] * (c < r)[None, :, :, None]).permute(0, 1, 3, 2)
+        P[:, sl, :, :n] = (scale * qk).permute(0, 1, 3, 2)
+    return A, P
+
+
+@pytest.mark.parametrize("impl", ["default", "sub16-bk16", "sub1"])
 @pytest.mark.parametrize("gate", [2, 1, 0], ids=["kda", "gdn", "dn"])
-def test_scores_split_equals_rows(impl, gate):
+def test_scores_equal_their_definition(impl, gate):
     """Stage 2 alone: every entry of A and P (prefilled with nan, so a block left unwritten
-    shows), the zeros above the diagonal included, equals the "rows" kernel's, at an SUB
+    shows), the zeros above the diagonal included, equals the float64 definition, at an SUB
     that is all column steps (16) and all matmuls (1) too; and, at the default tiles, the whole
     op agrees with the reference for every gate kind."""
     T, K = 130, 48                                              # K = 48: a masked K slice
@@ -150,23 +174,20 @@ def test_scores_split_equals_rows(impl, gate):
         D = K if gate == 2 else 1
         G = torch.empty(g.shape)
         cd._chunk_cumsum_kernel[(-(-T // 64), B * H)](g, G, T, H=H, D=D, BT=64, BD=cd._pow2(D, 1))
-    base = dict(inter=torch.float32, scores_impl="rows", scores=(64, 4), sub=4, split_inter=(32, 4),
-                split_diag=(32, 4, 4))
-    out = {}
-    for name, opt in (("rows", {}), (impl, SCORES[impl])):
-        A = torch.full((B, T, H, 64), float("nan"))
-        P = torch.full((B, T, H, 64), float("nan"))
-        cd._scores(q, k, G if gate else q, beta, A, P, 0.3, gate, "ieee", {**base, **opt})
-        out[name] = (A, P)
-    for x, y in zip(out["rows"], out[impl]):
-        assert torch.isfinite(y).all()
-        close(y, x, rtol=1e-5)
+    opt = {"split_inter": (32, 4), "split_diag": (32, 4, 4), **SCORES[impl]}
+    A = torch.full((B, T, H, 64), float("nan"))
+    P = torch.full((B, T, H, 64), float("nan"))
+    cd._scores(q, k, G if gate else q, beta, A, P, 0.3, gate, "ieee", opt)
+    A_ref, P_ref = scores_reference(q, k, g, beta, 0.3, gate)
+    for x, y in ((A, A_ref), (P, P_ref)):
+        assert torch.isfinite(x).all()
+        close(x, y, rtol=1e-5)
     t = torch.arange(T)
-    assert (out[impl][0][0, :, 0][t[:, None] % 64 <= torch.arange(64)[None, :]] == 0).all()   # A strictly lower
-    if impl != "split":
+    assert (A[0, :, 0][t[:, None] % 64 <= torch.arange(64)[None, :]] == 0).all()   # A strictly lower
+    if impl != "default":
         return                                                  # the whole op: default tiles only
     gates = (g,) if gate else ()
-    o, S = cd._chunk_delta(q, k, v, g if gate else None, beta, None, S0, 64, gate, "x", options=SCORES[impl])
+    o, S = cd._chunk_delta(q, k, v, g if gate else None, beta, None, S0, 64, gate, "x")
     o_ref, S_ref = REFS[gate](*d(q, k, v, *gates, beta), initial_state=S0.double())
     close(o, o_ref)
     close(S, S_ref)
@@ -175,12 +196,9 @@ def test_scores_split_equals_rows(impl, gate):
 def test_chunked_rejects_bad_options():
     q, k, v, g, beta, _ = make(8, 32)
     with pytest.raises(ValueError, match="unknown options"):
-        cd._chunk_delta(q, k, v, g, beta, None, None, 64, 2, "kda", options={"score_impl": "split"})
-    with pytest.raises(ValueError, match="scores_impl"):
-        cd._chunk_delta(q, k, v, g, beta, None, None, 64, 2, "kda", options={"scores_impl": "x"})
+        cd._chunk_delta(q, k, v, g, beta, None, None, 64, 2, "kda", options={"scores_impl": "split"})
     with pytest.raises(ValueError, match="must divide"):
-        cd._chunk_delta(q, k, v, g, beta, None, None, 64, 2, "kda",
-                                         options={"scores_impl": "split", "split_diag": (64, 4, 3)})
+        cd._chunk_delta(q, k, v, g, beta, None, None, 64, 2, "kda", options={"split_diag": (64, 4, 3)})
 
 
 def test_chunked_rejects_bad_input():
