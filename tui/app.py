@@ -172,9 +172,10 @@ class LineageApp(App):
         made = [make_panel(p) for p in panels]
         grid.mount_all(made)
         # focus decided here, not by whichever widget mounted first: the pickers act on the
-        # focused panel, so start on the first one that has layers to pick
+        # focused panel, so start on the first one that has layers to pick. Without scrolling
+        # to it: a small terminal opens at the top of the layout, whenever the focus lands
         first = next((p for p in made if p.kind in ("state", "decay", "routing")), made[0])
-        self.call_after_refresh(first.focus)
+        self.call_after_refresh(first.focus, False)
         self._show_status()
         self.call_after_refresh(self.request, 0)
 
