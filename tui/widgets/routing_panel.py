@@ -20,8 +20,9 @@ class RoutingPanel(Panel):
         yield Heatmap()
         yield Static(id="legend")
 
-    def on_mount(self) -> None:
-        self._sweep = Sweep()
+    def __init__(self, options: dict, **kw):
+        super().__init__(options, **kw)
+        self._sweep = Sweep()       # here, not on mount: the app may ask for a frame first
 
     def _moe_layers(self, info) -> list[int]:
         cfg = info["models"][self.options.get("model", 0)]["config"]

@@ -14,13 +14,11 @@ QUANTITIES = ("S", "dS", "error")
 class StatePanel(Panel):
     kind = "state"
     LAYER_KINDS = STATE_KINDS
+    _last = None                    # (cursor, i) last shown: pick_head reads its head count
 
     def compose(self):
         yield Heatmap()
         yield Static(id="legend")
-
-    def on_mount(self) -> None:
-        self._last = None
 
     def show(self, cursor, i: int) -> None:
         self._last = (cursor, i)
