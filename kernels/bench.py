@@ -225,6 +225,15 @@ def bench_step(ctx, B):
                                                                           BK, BV, 2, False, num_warps=warps),
             "torch.empty_like(v) alone": lambda: torch.empty_like(v),
         }
+        # the floor: the direct launch with its arguments prepared once (no checks, no allocation)
+        from kernels import step as kstep
+        plan = next((p for p in kstep._PLANS.values() if p[2] == B * H and p[kstep._DIRECT]), None)
+        if plan is not None:
+            launch, head, _ = plan[kstep._DIRECT]
+            args = (*head, q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr(), beta.data_ptr(), S.data_ptr(),
+                    o.data_ptr(), o.data_ptr(), K ** -0.5, K, V, BK, BV, 2, False)
+            stream = torch.cuda.current_stream().cuda_stream
+            parts["direct launch alone (prepared args)"] = lambda: launch(grid[0], grid[1], 1, stream, *args)
         for name, fn in parts.items():
             for _ in range(200):
                 fn()
@@ -329,10 +338,10 @@ def bench_chunk(ctx):
 
     if ctx["sweep"]:
         variants = [{}, {"state": (64, 8, 1)}, {"inter": torch.float32, "dot": triton_fp32()}]
-        # the score kernels (defaults (32, 1) and (32, 1, 4)): split_inter = (BK, num_warps),
-        # split_diag = (BK, num_warps, SUB); SUB 16 is a plain column loop in the diagonal block, SUB 1 all matmuls
+        # the score kernels (defaults (32, 1) and (8, 4)): split_inter = (BK, num_warps) of the
+        # blocks below the diagonal, diag_token = (heads a program, num_warps) of the diagonal blocks
         variants += [{"split_inter": c} for c in ((64, 1), (32, 2), (32, 4), (16, 1))] + \
-            [{"split_diag": c} for c in ((32, 2, 4), (32, 1, 8), (32, 2, 16), (16, 1, 4), (32, 4, 4))]
+            [{"diag_token": c} for c in ((2, 1), (4, 2), (8, 2), (16, 4))]
         variants += [{"solve": w} for w in (2, 4)] + [{"apply": w} for w in (1, 2, 8)]
         for opt in variants:
             name = {key: str(val) for key, val in opt.items()}

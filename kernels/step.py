@@ -63,18 +63,21 @@ def _step_config(BH: int, K: int, V: int) -> tuple[int, int, int]:
     return BK, BV, (4 if BK * BV <= 8192 else 8)
 
 
-_CONFIGS: dict = {}     # (B*H, K, V) -> _step_config(...): plain Python on the hot path
-
-# At batch 1 the kernel takes ~2 us of GPU time and Triton's generic launch path (argument
-# binding, specialization, a data_ptr() call and a driver pointer query per tensor) several
-# times that on the host. After the first call of a specialization the launch goes straight to
-# the compiled kernel's launcher with the pointers as plain ints (the C launcher then skips
-# the per-pointer driver query). The specialization key holds everything Triton specializes
-# on here: device, dtypes, sizes, tiles, and 16-byte alignment of the pointers (only the
-# all-aligned case is cached; torch's allocations always are). Launch hooks (profilers) are
-# bypassed on this path.
-_DIRECT: dict = {}      # key -> (launch, head, compiled): launch(gx, gy, 1, stream, *head, *args), or None
+# At batch 1 the kernel takes ~2 us of GPU time and the host path is the whole cost, so it is
+# kept short:
+# - Shapes, dtypes and tiles are checked once per call signature (the shapes and dtypes of
+#   every argument, the tiles, the device), which then maps to a plan: the checks of a
+#   repeated signature cost one tuple and one dict lookup. Contiguity, devices and pointer
+#   alignment are properties of each call's tensors and are checked on every call.
+# - After the first launch of a plan, calls go straight to the compiled kernel's launcher with
+#   the pointers as plain ints: Triton's generic path (argument binding, specialization, a
+#   data_ptr() call and a driver pointer query per tensor) costs several times the kernel.
+#   The plan holds everything Triton specializes on here: device, dtypes, sizes, tiles, and
+#   16-byte alignment of the pointers (the direct launch is used only when all are aligned;
+#   torch's allocations always are). Launch hooks (profilers) are bypassed on this path.
+_PLANS: dict = {}       # signature -> [gate, scale, gx, gy, K, V, BK, BV, warps, READ, direct]
 _STREAM: list = []      # [the current-stream getter] while the direct launch is in use
+_DIRECT = 10            # plan[_DIRECT]: (launch, head, compiled); None: not yet; False: never
 
 
 # Triton versions whose C launch entry point takes the arguments in the order used below
@@ -100,6 +103,39 @@ def _direct_launcher(compiled):
     return run, (compiled.function, compiled.packed_metadata, None, None, None), compiled
 
 
+def _plan(q, k, v, g, beta, state, read, config) -> list:
+    """Checks the shapes and dtypes of one call signature (ValueError naming the problem) and
+    returns its plan: [gate, default scale, grid x, grid y, K, V, BK, BV, warps, READ, direct]."""
+    if q.dim() != 3 or v.dim() != 3:
+        raise ValueError(f"kda_step: q must be (B, H, K) and v (B, H, V); got {tuple(q.shape)}, {tuple(v.shape)}")
+    B, H, K = q.shape
+    V = v.shape[2]
+    bh = (B, H)
+    if k.shape != q.shape or v.shape[:2] != bh or beta.shape != bh:
+        raise ValueError(f"kda_step: want q, k (B, H, K), v (B, H, V), beta (B, H); got "
+                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}, {tuple(beta.shape)}")
+    if state.shape != (B, H, K, V) or state.dtype != torch.float32:
+        raise ValueError(f"kda_step: state must be a contiguous float32 (B, H, K, V) = {(B, H, K, V)}; "
+                         f"got {state.dtype} {tuple(state.shape)}")
+    if g is None:
+        gate = 0
+    elif g.shape == q.shape:
+        gate = 2
+    elif g.shape == bh:
+        gate = 1
+    else:
+        raise ValueError(f"kda_step: g must be (B, H, K) or (B, H); got {tuple(g.shape)}")
+    if read is not None and read.shape != v.shape:
+        raise ValueError(f"kda_step: read must be a contiguous (B, H, V) = {tuple(v.shape)}; got {tuple(read.shape)}")
+    if config is None:
+        config = _step_config(B * H, K, V)
+    elif len(config) != 3 or config[0] < K or config[0] & (config[0] - 1) or config[1] & (config[1] - 1):
+        # one program holds all K rows of its block of S: BK must cover K
+        raise ValueError(f"kda_step: config (BK, BV, warps) needs powers of two with BK >= K = {K}; got {config}")
+    BK, BV, warps = config
+    return [gate, K ** -0.5, B * H, (V + BV - 1) // BV, K, V, BK, BV, warps, read is not None, None]
+
+
 def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
     """One token of KDA (or Gated DeltaNet with g (B, H), or DeltaNet with g None), forward
     only (no backward). q, k (B, H, K); v (B, H, V); g (B, H, K), (B, H) or None; beta (B, H);
@@ -110,75 +146,60 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
     ``config`` = (BK, BV, num_warps) overrides the tile choice (for benchmarks).
     Under torch.compile the call goes through the custom op ``torch.ops.lineage.kda_step``,
     so the compiler keeps this kernel inside the graph it builds."""
-    if q.dim() != 3 or v.dim() != 3:
-        raise ValueError(f"kda_step: q must be (B, H, K) and v (B, H, V); got {tuple(q.shape)}, {tuple(v.shape)}")
-    B, H, K = q.shape
-    V = v.shape[2]
-    bh = (B, H)
-    if k.shape != q.shape or v.shape[:2] != bh or beta.shape != bh:
-        raise ValueError(f"kda_step: want q, k (B, H, K), v (B, H, V), beta (B, H); got "
-                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}, {tuple(beta.shape)}")
-    if state.shape != (B, H, K, V) or state.dtype != torch.float32 or not state.is_contiguous():
-        raise ValueError(f"kda_step: state must be a contiguous float32 (B, H, K, V) = {(B, H, K, V)}; "
-                         f"got {state.dtype} {tuple(state.shape)}")
-    if g is None:
-        gate, g = 0, q
-    elif g.shape == q.shape:
-        gate = 2
-    elif g.shape == bh:
-        gate = 1
-    else:
-        raise ValueError(f"kda_step: g must be (B, H, K) or (B, H); got {tuple(g.shape)}")
-    if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()
-            and g.is_contiguous() and beta.is_contiguous()):
-        raise ValueError("kda_step: q, k, v, g, beta must be contiguous")
-    if read is not None and (read.shape != v.shape or not read.is_contiguous()):
-        raise ValueError(f"kda_step: read must be a contiguous (B, H, V) = {tuple(v.shape)}; got {tuple(read.shape)}")
-    scale = K ** -0.5 if scale is None else float(scale)
     if _IS_COMPILING is not None and _IS_COMPILING():
         if config is not None:
             raise ValueError("kda_step: config= is for benchmarks; under torch.compile the op picks its tiles")
-        return torch.ops.lineage.kda_step(q, k, v, g, beta, state, read, scale, gate)
-    if config is None:
-        config = _CONFIGS.get((B * H, K, V))
-        if config is None:
-            config = _CONFIGS[(B * H, K, V)] = _step_config(B * H, K, V)
-    elif config[0] < K or config[0] & (config[0] - 1) or config[1] & (config[1] - 1):
-        # one program holds all K rows of its block of S: BK must cover K
-        raise ValueError(f"kda_step: config (BK, BV, warps) needs powers of two with BK >= K = {K}; got {config}")
-    BK, BV, warps = config
+        gate, scale0 = _plan(q, k, v, g, beta, state, read, None)[:2]
+        if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous() and beta.is_contiguous()
+                and state.is_contiguous() and (g is None or g.is_contiguous())
+                and (read is None or read.is_contiguous())):
+            raise ValueError("kda_step: q, k, v, g, beta, state and read must be contiguous")
+        return torch.ops.lineage.kda_step(q, k, v, q if g is None else g, beta, state, read,
+                                          scale0 if scale is None else float(scale), gate)
+    dev = q.get_device()                                   # -1 on the CPU (Triton's interpreter)
+    sig = (q.shape, k.shape, v.shape, beta.shape, state.shape, q.dtype, k.dtype, v.dtype, beta.dtype,
+           state.dtype, None if g is None else (g.shape, g.dtype),
+           None if read is None else (read.shape, read.dtype), config, dev)
+    plan = _PLANS.get(sig)
+    if plan is None:
+        plan = _plan(q, k, v, g, beta, state, read, config)
+        _PLANS[sig] = plan
+    if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous() and beta.is_contiguous()
+            and state.is_contiguous() and (g is None or g.is_contiguous())
+            and (read is None or read.is_contiguous())):
+        raise ValueError("kda_step: q, k, v, g, beta, state and read must be contiguous")
+    if (k.get_device() != dev or v.get_device() != dev or beta.get_device() != dev or state.get_device() != dev
+            or (g is not None and g.get_device() != dev) or (read is not None and read.get_device() != dev)):
+        raise ValueError("kda_step: q, k, v, g, beta, state and read must be on one device")
+    gate, scale0, gx, gy, K, V, BK, BV, warps, READ, direct = plan
+    scale = scale0 if scale is None else float(scale)
     o = torch.empty_like(v)
-    r, READ = (o, False) if read is None else (read, True)
-    gx, gy = B * H, (V + BV - 1) // BV
-    if not q.is_cuda:
+    if g is None:
+        g = q                                              # never read (GATE = 0)
+    r = o if read is None else read                        # never written when READ is False
+    if dev < 0:
         _kda_step_kernel[(gx, gy)](q, k, v, g, beta, state, o, r, scale, K, V, BK, BV, gate, READ, num_warps=warps)
         return o
-    dev = q.get_device()
-    if (k.get_device() != dev or v.get_device() != dev or g.get_device() != dev
-            or beta.get_device() != dev or state.get_device() != dev or r.get_device() != dev):
-        raise ValueError("kda_step: q, k, v, g, beta, state and read must be on one CUDA device")
     ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr(), beta.data_ptr(), state.data_ptr(),
             o.data_ptr(), r.data_ptr())
     aligned = not (ptrs[0] | ptrs[1] | ptrs[2] | ptrs[3] | ptrs[4] | ptrs[5] | ptrs[6] | ptrs[7]) & 15
-    key = (dev, q.dtype, k.dtype, v.dtype, g.dtype, beta.dtype, r.dtype, K, V, BK, BV, gate, READ, warps)
-    direct = _DIRECT.get(key)
-    if direct is not None and aligned:
+    if direct and aligned:
         launch, head, _ = direct
         try:
             launch(gx, gy, 1, _STREAM[0](dev), *head, *ptrs, scale, K, V, BK, BV, gate, READ)
             return o
         except (TypeError, SystemError, ValueError):   # arguments rejected before any launch
-            _DIRECT[key] = None
+            direct = plan[_DIRECT] = False
     compiled = _kda_step_kernel[(gx, gy)](q, k, v, g, beta, state, o, r, scale, K, V, BK, BV, gate, READ,
                                           num_warps=warps)
     # cache only a launch made on the tensors' own device: Triton loaded `compiled` there
-    if aligned and key not in _DIRECT and dev == torch.cuda.current_device():
+    if aligned and direct is None and dev == torch.cuda.current_device():
         try:
             if not _STREAM:
                 _STREAM.append(triton.runtime.driver.active.get_current_stream)
-            _DIRECT[key] = _direct_launcher(compiled)
+            plan[_DIRECT] = _direct_launcher(compiled)
         except Exception:  # noqa: BLE001 - Triton's internals moved: keep the generic launch
-            _DIRECT[key] = None
+            plan[_DIRECT] = False
     return o
 
 
