@@ -21,20 +21,22 @@ Five stages, each kernel launched once:
 
 1. ``_chunk_cumsum_kernel``  (chunks, B*H): G = in-chunk cumsum of g, kept in fp32.
 2. A and P: ``_scores_inter_kernel`` (chunks * 6, B*H): one 16 x 16 block below the diagonal
-   (and the zero block mirrored above it), and ``_scores_diag_kernel`` (chunks * 4, B*H): one
-   diagonal 16 x 16 block. Small independent programs with no whole-chunk tiles: an earlier
-   16-row-strip kernel spilled registers at every warp count and made the op 1.35x slower.
+   (and the zero block mirrored above it), and the diagonal 16 x 16 blocks:
+   ``_scores_diag_token_kernel`` (B*T, H / 8) for per-channel gates, one row of its block per
+   program, or ``_scores_diag_kernel`` (chunks * 4, B*H) for per-head and no gates, one matmul
+   per block. Small independent programs with no whole-chunk tiles: an earlier 16-row-strip
+   kernel spilled registers at every warp count and made the op 1.35x slower.
 3. ``_chunk_solve_kernel``   (chunks, B*H): X = (I + A)^-1 by 16 x 16 blocks.
 4. ``_chunk_apply_kernel``   (chunks, B*H): W = X (beta k e^G), U = X (beta v).
 5. ``_chunk_state_kernel``   (V blocks, B*H): walks the chunks in order carrying S in registers,
    writes o and the final state.
 
 Overflow: decays are only ever exponentiated as differences that are <= 0. Where a product
-e^{G_r - G_s} must become a matmul, it is split at a token n between s and r:
-e^{G_r - G_n} e^{G_n - G_s}, both factors <= 1: at the first token of the 16-token block for
-earlier blocks, then at every SUB tokens inside the diagonal block (SUB = 4 by default).
-Only SUB x SUB diagonal sub-blocks are computed pair by pair. Arguments are
-clamped with min(., 0) as well, so padded rows (t >= T, loaded as 0) can never produce inf * 0.
+e^{G_r - G_s} must become a matmul (blocks below the diagonal), it is split at the first token
+n of the row block, which lies between s and r: e^{G_r - G_n} e^{G_n - G_s}, both factors <= 1.
+Inside a diagonal block no such token exists, so per-channel gates are computed pair by pair
+there, e^{G_r - G_s} exactly. Arguments are clamped with min(., 0) as well, so padded rows
+(t >= T, loaded as 0) can never produce inf * 0.
 
 Precision: fp32 inputs run every matmul in full fp32 (ieee). 16-bit inputs use tf32 in the
 parallel kernels, keep W, U, P in the input dtype and give the sequential kernel 16-bit matmul
@@ -153,74 +155,27 @@ def _scores_inter_kernel(q, k, G, beta, A, P, scale, T,
 @triton.jit(do_not_specialize=["T"])
 def _scores_diag_kernel(q, k, G, beta, A, P, scale, T,
                         H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
-                        BK: tl.constexpr, SUB: tl.constexpr, GATE: tl.constexpr, PREC: tl.constexpr):
-    """The diagonal BC x BC block (i, i) of a chunk's A (strictly lower) and P (inclusive lower).
-
-    Per-channel gates: no single split token n lies between every pair s <= r of the block, so it
-    is cut into sub-blocks of SUB tokens (n_c = first token of sub-block c):
-      rows of sub-block c against the earlier sub-blocks: split at n_c, one matmul per c > 0,
-          (x_r e^{G_r - G_{n_c}}) . (k_s e^{G_{n_c} - G_s}), s < n_c <= r, both factors <= 1;
-      pairs inside a sub-block: e^{G_r - G_s} exactly, column j of every sub-block at once
-          (SUB steps of (BC, BK) elementwise work and a row sum).
-    SUB = BC is a plain column loop (no matmul), SUB = 1 is all matmuls; SUB trades BC / SUB - 1
-    small matmuls against SUB exp / row-sum steps. Per-head and no gates: one matmul and a
-    scalar decay matrix. Grid (chunks * NB, B*H)."""
+                        BK: tl.constexpr, GATE: tl.constexpr, PREC: tl.constexpr):
+    """Per-head or no gates: the diagonal BC x BC block (i, i) of a chunk's A (strictly lower)
+    and P (inclusive lower): one matmul k_r . k_s (q_r . k_s), times the scalar decay
+    e^{G_r - G_s} (0 above the diagonal, masked). Grid (chunks * NB, B*H)."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_t, i_i = i_c // (BT // BC), i_c % (BT // BC)
     i_b, i_h = (i_bh // H).to(tl.int64), i_bh % H
-    r0 = i_t * BT + i_i * BC                        # first token of the block
     o_d = tl.arange(0, BC)                          # (BC,) index inside the block
-    o_r = r0 + o_d
+    o_r = i_t * BT + i_i * BC + o_d
     m_r = o_r < T
     row_r = (i_b * T + o_r) * H + i_h               # (BC,)
-    o_n = (o_d // SUB) * SUB                        # (BC,) n_c of each row, block-local
-
     b_A = tl.zeros([BC, BC], dtype=tl.float32)
     b_P = tl.zeros([BC, BC], dtype=tl.float32)
-    for i_k in range(0, K, BK):     # a loop, not static_range: see the inter kernel (158 registers at BK = 32)
+    for i_k in range(0, K, BK):     # a loop, not static_range: see the inter kernel
         o_k = i_k + tl.arange(0, BK)
-        m_k = o_k < K
-        m_rk = m_r[:, None] & m_k[None, :]
+        m_rk = m_r[:, None] & (o_k < K)[None, :]
         b_kr = tl.load(k + row_r[:, None] * K + o_k[None, :], mask=m_rk, other=0.).to(tl.float32)      # (BC, BK)
         b_qr = tl.load(q + row_r[:, None] * K + o_k[None, :], mask=m_rk, other=0.).to(tl.float32)
-        if GATE == 2:
-            b_gr = tl.load(G + row_r[:, None] * K + o_k[None, :], mask=m_rk, other=0.)                   # (BC, BK)
-            if SUB < BC:
-                # one row factor for all c: each row against its own sub-block's first token
-                row_n = (i_b * T + r0 + o_n) * H + i_h
-                b_gn = tl.load(G + row_n[:, None] * K + o_k[None, :], mask=m_rk, other=0.)              # (BC, BK)
-                b_fr = tl.exp(tl.minimum(b_gr - b_gn, 0.))                                                # <= 1
-                b_kf, b_qf = b_kr * b_fr, b_qr * b_fr
-                for c in tl.static_range(1, BC // SUB):
-                    row_c = (i_b * T + r0 + c * SUB) * H + i_h
-                    b_gc = tl.load(G + row_c * K + o_k, mask=m_k & (o_k * 0 + r0 + c * SUB < T), other=0.)  # (BK,)
-                    b_fc = tl.where((o_d < c * SUB)[:, None], tl.exp(tl.minimum(b_gc[None, :] - b_gr, 0.)), 0.)  # (BC, BK) <= 1
-                    b_kc = tl.trans(b_kr * b_fc)                                                          # (BK, BC)
-                    m_c = (o_d // SUB == c)[:, None]
-                    b_A += tl.dot(tl.where(m_c, b_kf, 0.), b_kc, input_precision=PREC)
-                    b_P += tl.dot(tl.where(m_c, b_qf, 0.), b_kc, input_precision=PREC)
-            for j in tl.static_range(0, SUB):
-                # column n_c + j of every row's sub-block (above the diagonal for rows r < n_c + j:
-                # the clamp keeps it finite, the final mask drops it)
-                o_j = o_n + j                                                                             # (BC,)
-                if SUB == BC:
-                    row_j = (i_b * T + r0 + j) * H + i_h                                                  # scalar
-                    m_j = m_k & (o_k * 0 + r0 + j < T)
-                    b_kj = tl.load(k + row_j * K + o_k, mask=m_j, other=0.).to(tl.float32)[None, :]      # (1, BK)
-                    b_gj = tl.load(G + row_j * K + o_k, mask=m_j, other=0.)[None, :]
-                else:
-                    row_j = (i_b * T + r0 + o_j) * H + i_h                                                # (BC,)
-                    m_j = ((r0 + o_j) < T)[:, None] & m_k[None, :]
-                    b_kj = tl.load(k + row_j[:, None] * K + o_k[None, :], mask=m_j, other=0.).to(tl.float32)  # (BC, BK)
-                    b_gj = tl.load(G + row_j[:, None] * K + o_k[None, :], mask=m_j, other=0.)
-                b_e = b_kj * tl.exp(tl.minimum(b_gr - b_gj, 0.))                                          # (BC, BK)
-                m_e = o_d[None, :] == o_j[:, None]                                                        # (BC, BC)
-                b_A = tl.where(m_e, b_A + tl.sum(b_kr * b_e, 1)[:, None], b_A)
-                b_P = tl.where(m_e, b_P + tl.sum(b_qr * b_e, 1)[:, None], b_P)
-        else:
-            b_kc = tl.trans(b_kr)
-            b_A += tl.dot(b_kr, b_kc, input_precision=PREC)
-            b_P += tl.dot(b_qr, b_kc, input_precision=PREC)
+        b_kc = tl.trans(b_kr)
+        b_A += tl.dot(b_kr, b_kc, input_precision=PREC)
+        b_P += tl.dot(b_qr, b_kc, input_precision=PREC)
     if GATE == 1:
         b_g = tl.load(G + row_r, mask=m_r, other=0.)
         b_d = tl.exp(tl.minimum(b_g[:, None] - b_g[None, :], 0.))                                         # (BC, BC)
@@ -232,6 +187,47 @@ def _scores_diag_kernel(q, k, G, beta, A, P, scale, T,
     p_d = row_r[:, None] * BT + i_i * BC + o_d[None, :]
     tl.store(A + p_d, b_A.to(A.dtype.element_ty), mask=m_r[:, None])
     tl.store(P + p_d, b_P.to(P.dtype.element_ty), mask=m_r[:, None])
+
+
+@triton.jit(do_not_specialize=["T"])
+def _scores_diag_token_kernel(q, k, G, beta, A, P, scale, T,
+                              H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
+                              BK: tl.constexpr, BH: tl.constexpr):
+    """Per-channel gates: row t of its diagonal BC x BC block of A and P, for BH heads at once.
+
+        A[t, s] = beta_t sum_c k_t[c] k_s[c] e^{G_t[c] - G_s[c]}     s < t, s in t's block
+        P[t, s] = scale sum_c q_t[c] k_s[c] e^{G_t[c] - G_s[c]}      s <= t
+
+    One (BH, K) elementwise step per earlier token of the block: every exponent is <= 0, so
+    the decay is exact with no split token, and the loop stops at t (causal: 8.5 steps on
+    average). The BH heads of one token are contiguous in memory. Columns s > t stay 0.
+    Grid (B*T, cdiv(H, BH))."""
+    i_bt, i_hg = tl.program_id(0).to(tl.int64), tl.program_id(1)
+    i_b, i_t = i_bt // T, i_bt % T
+    s0 = i_t // BC * BC                              # first token of t's block
+    o_h = i_hg * BH + tl.arange(0, BH)               # (BH,) heads
+    o_k = tl.arange(0, BK)
+    o_c = tl.arange(0, BC)
+    m_h = o_h < H
+    m_hk = m_h[:, None] & (o_k < K)[None, :]
+    row_t = (i_b * T + i_t) * H + o_h                                                   # (BH,)
+    p_t = row_t[:, None] * K + o_k[None, :]                                             # (BH, BK)
+    b_q = tl.load(q + p_t, mask=m_hk, other=0.).to(tl.float32)
+    b_k = tl.load(k + p_t, mask=m_hk, other=0.).to(tl.float32)
+    b_g = tl.load(G + p_t, mask=m_hk, other=0.)
+    b_A = tl.zeros([BH, BC], dtype=tl.float32)
+    b_P = tl.zeros([BH, BC], dtype=tl.float32)
+    for s in range(s0, i_t + 1):
+        p_s = ((i_b * T + s) * H + o_h)[:, None] * K + o_k[None, :]
+        b_e = tl.load(k + p_s, mask=m_hk, other=0.).to(tl.float32) \
+            * tl.exp(tl.minimum(b_g - tl.load(G + p_s, mask=m_hk, other=0.), 0.))      # (BH, BK)
+        m_s = (o_c == s - s0)[None, :]                                                  # (1, BC)
+        b_A = tl.where(m_s & (s < i_t), tl.sum(b_k * b_e, 1)[:, None], b_A)
+        b_P = tl.where(m_s, tl.sum(b_q * b_e, 1)[:, None], b_P)
+    b_beta = tl.load(beta + row_t, mask=m_h, other=0.).to(tl.float32)
+    p_d = row_t[:, None] * BT + (i_t % BT) // BC * BC + o_c[None, :]                   # (BH, BC)
+    tl.store(A + p_d, (b_A * b_beta[:, None]).to(A.dtype.element_ty), mask=m_h[:, None])
+    tl.store(P + p_d, (b_P * scale).to(P.dtype.element_ty), mask=m_h[:, None])
 
 
 # --------------------------------------------------------------------------- kernel 3
@@ -386,18 +382,20 @@ def _chunk_state_kernel(q, k, G, W, U, P, S0, S, o, scale, T,
         b_w = tl.load(W + rows[:, None] * K + o_k[None, :], mask=m_tk, other=0.).to(tl.float32)   # (BT, BK)
         b_u = tl.load(U + rows[:, None] * V + o_v[None, :], mask=m_tv, other=0.).to(tl.float32)   # (BT, BV)
         b_p = tl.load(P + rows[:, None] * BT + o_c[None, :], mask=m_t[:, None], other=0.).to(tl.float32)  # (BT, BT)
-        b_q = tl.load(q + rows[:, None] * K + o_k[None, :], mask=m_tk, other=0.).to(tl.float32) * scale
+        b_q = tl.load(q + rows[:, None] * K + o_k[None, :], mask=m_tk, other=0.).to(tl.float32)
         b_k = tl.load(k + rows[:, None] * K + o_k[None, :], mask=m_tk, other=0.).to(tl.float32)
         if GATE == 2:
             b_g = tl.load(G + rows[:, None] * K + o_k[None, :], mask=m_tk, other=0.)          # (BT, BK)
             b_gl = tl.load(G + row_l * K + o_k, mask=m_k, other=0.)                            # (BK,)
-            b_q *= tl.exp(tl.minimum(b_g, 0.))
+            b_q *= scale * tl.exp(tl.minimum(b_g, 0.))
             b_k *= tl.exp(tl.minimum(b_gl[None, :] - b_g, 0.))
         elif GATE == 1:
             b_g = tl.load(G + rows, mask=m_t, other=0.)                                        # (BT,)
             b_gl = tl.load(G + row_l)                                                          # scalar
-            b_q *= tl.exp(tl.minimum(b_g, 0.))[:, None]
+            b_q *= scale * tl.exp(tl.minimum(b_g, 0.))[:, None]
             b_k *= tl.exp(tl.minimum(b_gl - b_g, 0.))[:, None]
+        else:
+            b_q *= scale
         b_Sd = b_S.to(DOT)                           # DOT: fp32 (tf32 / ieee), or bf16 operands
         b_v = b_u - tl.dot(b_w.to(DOT), b_Sd, input_precision=PREC)                          # (BT, BV)
         b_vd = b_v.to(DOT)
@@ -440,16 +438,22 @@ def _scores(q, k, G, beta, A, P, scale: float, gate: int, prec: str, opt: dict) 
     _scores_inter_kernel[(NT * NB * (NB - 1) // 2, B * H)](
         q, k, G, beta, A, P, scale, T, H=H, K=K, BT=BT, BC=BC, BK=min(_pow2(K), iBK), GATE=gate,
         PREC=prec, num_warps=iW)
-    dBK, dW, dSUB = opt["split_diag"]
-    _scores_diag_kernel[(NT * NB, B * H)](
-        q, k, G, beta, A, P, scale, T, H=H, K=K, BT=BT, BC=BC, BK=min(_pow2(K), dBK), SUB=dSUB,
-        GATE=gate, PREC=prec, num_warps=dW)
+    if gate == GATE_CHANNEL:
+        tBH, tW = opt["diag_token"]
+        _scores_diag_token_kernel[(B * T, triton.cdiv(H, tBH))](
+            q, k, G, beta, A, P, scale, T, H=H, K=K, BT=BT, BC=BC, BK=_pow2(K), BH=tBH, num_warps=tW)
+    else:
+        dBK, dW = opt["split_diag"]
+        _scores_diag_kernel[(NT * NB, B * H)](
+            q, k, G, beta, A, P, scale, T, H=H, K=K, BT=BT, BC=BC, BK=min(_pow2(K), dBK),
+            GATE=gate, PREC=prec, num_warps=dW)
 
 
 def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, name: str, options=None):
     """Checks, allocates, launches the five stages. ``options`` (benchmarks only) overrides
-    the tuned choices: inter (dtype of W, U, P), split_inter (BK, num_warps) and split_diag
-    (BK, num_warps, SUB) of the two score kernels,
+    the tuned choices: inter (dtype of W, U, P), split_inter (BK, num_warps), split_diag
+    (BK, num_warps; per-head and no gates) and diag_token (BH, num_warps; per-channel gates)
+    of the score kernels,
     dot (operand dtype of the sequential kernel's matmuls for 16-bit inputs, a tl dtype),
     state (BV, num_warps, num_stages), solve and apply (num_warps of those kernels). Unknown
     names are an error."""
@@ -500,14 +504,15 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
     # warp the whole product, so extra warps only repeat it). The solve's
     # row-by-row substitution reduces across its tile every row: one warp keeps that inside a
     # warp (1227 us for the whole op, against 1411 us at 4 warps and 1852 us at 8).
-    opt = dict(inter=q.dtype, split_inter=(32, 1), split_diag=(32, 1, 4), solve=1, apply=4,
+    # Per-channel diagonal blocks token by token, 8 heads a program at 4 warps: 1126 us for the
+    # whole op, against 1147 - 1221 us for the other (heads, warps) tried and 1228 - 1238 us for
+    # the earlier diagonal kernel (16 x 16 blocks cut into 4-token sub-blocks).
+    opt = dict(inter=q.dtype, split_inter=(32, 1), split_diag=(32, 1), diag_token=(8, 4), solve=1, apply=4,
                dot=dot16 if half and q.is_cuda else tl.float32, state=_state_config(K, V))
     unknown = set(options or {}) - set(opt)
     if unknown:     # a misspelt option would silently time the defaults
         raise ValueError(f"{name}: unknown options {sorted(unknown)}; known: {sorted(opt)}")
     opt.update(options or {})
-    if BC % opt["split_diag"][2]:
-        raise ValueError(f"{name}: the diagonal sub-block split_diag[2] must divide {BC}")
     q, k, v, beta = q.contiguous(), k.contiguous(), v.contiguous(), beta.contiguous()
     S0 = initial_state.to(torch.float32).contiguous() if initial_state is not None else S
     prec = "ieee" if q.dtype == torch.float32 else "tf32"

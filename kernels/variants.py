@@ -1,6 +1,6 @@
 """Time chunked-kda option variants, one process for all of them, on the benchmark shape.
 
-    python -m kernels.variants '{}' '{"solve": 2}' '{"split_diag": [32, 1, 16]}' ...
+    python -m kernels.variants '{}' '{"solve": 2}' '{"diag_token": [4, 2]}' ...
 
 Each argument is a JSON dict of `chunk_delta._chunk_delta` options (tuples as lists, dtypes by
 name: "dot": "float32" means tl.float32, "inter": "float32" means torch.float32). Prints the
