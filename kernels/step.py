@@ -37,7 +37,10 @@ def _kda_step_kernel(q, k, v, g, beta, S, o, r, scale,
     m_k, m_v = o_k < K, o_v < V
     p_S = S + (i_bh * K + o_k[:, None]) * V + o_v[None, :]                       # (BK, BV)
     m_S = m_k[:, None] & m_v[None, :]
-    b_S = tl.load(p_S, mask=m_S, other=0.)                                         # (BK, BV) fp32
+    # evict_first on the state (read once, written once): measured on the H200 at B = 256,
+    # 3.76 TB/s against 3.37 TB/s without the hint (3.8 TB/s only once some other kernel in the
+    # process had used an L2 eviction hint, which is how fla's step made ours faster before)
+    b_S = tl.load(p_S, mask=m_S, other=0., eviction_policy="evict_first")          # (BK, BV) fp32
     b_q = tl.load(q + i_bh * K + o_k, mask=m_k, other=0.).to(tl.float32) * scale   # (BK,)
     b_k = tl.load(k + i_bh * K + o_k, mask=m_k, other=0.).to(tl.float32)           # (BK,)
     b_v = tl.load(v + i_bh * V + o_v, mask=m_v, other=0.).to(tl.float32)           # (BV,)
@@ -51,7 +54,7 @@ def _kda_step_kernel(q, k, v, g, beta, S, o, r, scale,
         tl.store(r + i_bh * V + o_v, b_r.to(r.dtype.element_ty), mask=m_v)
     b_u = b_beta * (b_v - b_r)                                                     # (BV,)
     b_S += b_k[:, None] * b_u[None, :]
-    tl.store(p_S, b_S, mask=m_S)
+    tl.store(p_S, b_S, mask=m_S, eviction_policy="evict_first")
     tl.store(o + i_bh * V + o_v, tl.sum(b_q[:, None] * b_S, 0).to(o.dtype.element_ty), mask=m_v)
 
 
