@@ -22,7 +22,7 @@ Five stages, each kernel launched once:
 1. ``_chunk_cumsum_kernel``  (chunks, B*H): G = in-chunk cumsum of g, kept in fp32.
 2. A and P: ``_scores_inter_kernel`` (chunks * 6, B*H): one 16 x 16 block below the diagonal
    (and the zero block mirrored above it), and the diagonal 16 x 16 blocks:
-   ``_scores_diag_token_kernel`` (B*T, H / 8) for per-channel gates, one row of its block per
+   ``_scores_diag_token_kernel`` (B*T, cdiv(H, 4)) for per-channel gates, one row of its block per
    program, or ``_scores_diag_kernel`` (chunks * 4, B*H) for per-head and no gates, one matmul
    per block. Small independent programs with no whole-chunk tiles: an earlier 16-row-strip
    kernel spilled registers at every warp count and made the op 1.35x slower.
@@ -159,6 +159,7 @@ def _scores_diag_kernel(q, k, G, beta, A, P, scale, T,
     """Per-head or no gates: the diagonal BC x BC block (i, i) of a chunk's A (strictly lower)
     and P (inclusive lower): one matmul k_r . k_s (q_r . k_s), times the scalar decay
     e^{G_r - G_s} (0 above the diagonal, masked). Grid (chunks * NB, B*H)."""
+    tl.static_assert(GATE != 2, "per-channel gates go to _scores_diag_token_kernel")
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_t, i_i = i_c // (BT // BC), i_c % (BT // BC)
     i_b, i_h = (i_bh // H).to(tl.int64), i_bh % H
@@ -200,7 +201,9 @@ def _scores_diag_token_kernel(q, k, G, beta, A, P, scale, T,
 
     One (BH, K) elementwise step per earlier token of the block: every exponent is <= 0, so
     the decay is exact with no split token, and the loop stops at t (causal: 8.5 steps on
-    average). The BH heads of one token are contiguous in memory. Columns s > t stay 0.
+    average). The BH heads of one token are contiguous in memory. Each step stores its BH
+    entries straight away; the columns right of the diagonal (and A's diagonal) get their
+    zeros in one store first, at addresses the loop never writes.
     Grid (B*T, cdiv(H, BH))."""
     i_bt, i_hg = tl.program_id(0).to(tl.int64), tl.program_id(1)
     i_b, i_t = i_bt // T, i_bt % T
@@ -212,22 +215,22 @@ def _scores_diag_token_kernel(q, k, G, beta, A, P, scale, T,
     m_hk = m_h[:, None] & (o_k < K)[None, :]
     row_t = (i_b * T + i_t) * H + o_h                                                   # (BH,)
     p_t = row_t[:, None] * K + o_k[None, :]                                             # (BH, BK)
-    b_q = tl.load(q + p_t, mask=m_hk, other=0.).to(tl.float32)
-    b_k = tl.load(k + p_t, mask=m_hk, other=0.).to(tl.float32)
+    b_q = tl.load(q + p_t, mask=m_hk, other=0.).to(tl.float32) * scale
+    b_k = tl.load(k + p_t, mask=m_hk, other=0.).to(tl.float32) \
+        * tl.load(beta + row_t, mask=m_h, other=0.).to(tl.float32)[:, None]
     b_g = tl.load(G + p_t, mask=m_hk, other=0.)
-    b_A = tl.zeros([BH, BC], dtype=tl.float32)
-    b_P = tl.zeros([BH, BC], dtype=tl.float32)
+    p_row = row_t * BT + (i_t % BT) // BC * BC                                          # (BH,) column s0 of row t
+    b_z = tl.zeros([BH, BC], dtype=tl.float32)
+    p_d = p_row[:, None] + o_c[None, :]                                                 # (BH, BC)
+    tl.store(A + p_d, b_z.to(A.dtype.element_ty), mask=m_h[:, None] & (o_c[None, :] >= i_t - s0))
+    tl.store(P + p_d, b_z.to(P.dtype.element_ty), mask=m_h[:, None] & (o_c[None, :] > i_t - s0))
     for s in range(s0, i_t + 1):
         p_s = ((i_b * T + s) * H + o_h)[:, None] * K + o_k[None, :]
         b_e = tl.load(k + p_s, mask=m_hk, other=0.).to(tl.float32) \
             * tl.exp(tl.minimum(b_g - tl.load(G + p_s, mask=m_hk, other=0.), 0.))      # (BH, BK)
-        m_s = (o_c == s - s0)[None, :]                                                  # (1, BC)
-        b_A = tl.where(m_s & (s < i_t), tl.sum(b_k * b_e, 1)[:, None], b_A)
-        b_P = tl.where(m_s, tl.sum(b_q * b_e, 1)[:, None], b_P)
-    b_beta = tl.load(beta + row_t, mask=m_h, other=0.).to(tl.float32)
-    p_d = row_t[:, None] * BT + (i_t % BT) // BC * BC + o_c[None, :]                   # (BH, BC)
-    tl.store(A + p_d, (b_A * b_beta[:, None]).to(A.dtype.element_ty), mask=m_h[:, None])
-    tl.store(P + p_d, (b_P * scale).to(P.dtype.element_ty), mask=m_h[:, None])
+        tl.store(P + p_row + (s - s0), tl.sum(b_q * b_e, 1).to(P.dtype.element_ty), mask=m_h)
+        if s < i_t:
+            tl.store(A + p_row + (s - s0), tl.sum(b_k * b_e, 1).to(A.dtype.element_ty), mask=m_h)
 
 
 # --------------------------------------------------------------------------- kernel 3
@@ -430,8 +433,9 @@ def _state_config(K: int, V: int) -> tuple[int, int, int]:
 
 def _scores(q, k, G, beta, A, P, scale: float, gate: int, prec: str, opt: dict) -> None:
     """Launches stage 2 into A (B, T, H, BT) fp32 and P (B, T, H, BT): every entry of every row
-    t < T is written (0 above the diagonal), one program per block below the diagonal plus
-    one per diagonal block."""
+    t < T is written (0 above the diagonal): one program per block below the diagonal, plus,
+    for the diagonal blocks, one per token and group of heads (per-channel gates) or one per
+    block (per-head and no gates)."""
     B, T, H, K = q.shape
     NT = triton.cdiv(T, BT)
     iBK, iW = opt["split_inter"]
@@ -499,15 +503,16 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
     # fp32 (2.0e-3 with fp32 storage). On the GPU only: the CPU interpreter has no bf16 matmul.
     half = q.dtype != torch.float32
     dot16 = tl.bfloat16 if q.dtype == torch.bfloat16 else tl.float16
-    # Score kernels at one warp each. Measured on the H200 at B=4, T=4096, H=16, K=V=128,
+    # Block score kernels at one warp each. Measured on the H200 at B=4, T=4096, H=16, K=V=128,
     # bf16, whole op: 1435 - 1453 us, against 1890 us at 4 warps (a 16-row dot gives every
     # warp the whole product, so extra warps only repeat it). The solve's
     # row-by-row substitution reduces across its tile every row: one warp keeps that inside a
     # warp (1227 us for the whole op, against 1411 us at 4 warps and 1852 us at 8).
-    # Per-channel diagonal blocks token by token, 8 heads a program at 4 warps: 1126 us for the
-    # whole op, against 1147 - 1221 us for the other (heads, warps) tried and 1228 - 1238 us for
-    # the earlier diagonal kernel (16 x 16 blocks cut into 4-token sub-blocks).
-    opt = dict(inter=q.dtype, split_inter=(32, 1), split_diag=(32, 1), diag_token=(8, 4), solve=1, apply=4,
+    # Per-channel diagonal blocks token by token: 1126 us for the whole op, against 1228 - 1238 us
+    # for the earlier diagonal kernel (16 x 16 blocks cut into 4-token sub-blocks). Storing each
+    # step's entries at once instead of gathering the row first: that stage 300 -> 258 us at 8
+    # heads and 4 warps, 257 us at (4, 2), the default; (16, 4) 279, (8, 2) 277 us.
+    opt = dict(inter=q.dtype, split_inter=(32, 1), split_diag=(32, 1), diag_token=(4, 2), solve=1, apply=4,
                dot=dot16 if half and q.is_cuda else tl.float32, state=_state_config(K, V))
     unknown = set(options or {}) - set(opt)
     if unknown:     # a misspelt option would silently time the defaults

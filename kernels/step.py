@@ -132,7 +132,8 @@ def _plan(q, k, v, g, beta, state, read, config) -> list:
         raise ValueError(f"kda_step: read must be a contiguous (B, H, V) = {tuple(v.shape)}; got {tuple(read.shape)}")
     if config is None:
         config = _step_config(B * H, K, V)
-    elif len(config) != 3 or config[0] < K or config[0] & (config[0] - 1) or config[1] & (config[1] - 1):
+    elif (len(config) != 3 or not all(isinstance(c, int) and c >= 1 for c in config)
+          or config[0] < K or config[0] & (config[0] - 1) or config[1] & (config[1] - 1)):
         # one program holds all K rows of its block of S: BK must cover K
         raise ValueError(f"kda_step: config (BK, BV, warps) needs powers of two with BK >= K = {K}; got {config}")
     BK, BV, warps = config
@@ -159,7 +160,9 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
             raise ValueError("kda_step: q, k, v, g, beta, state and read must be contiguous")
         return torch.ops.lineage.kda_step(q, k, v, q if g is None else g, beta, state, read,
                                           scale0 if scale is None else float(scale), gate)
-    dev = q.get_device()                                   # -1 on the CPU (Triton's interpreter)
+    dev = q.get_device() if q.is_cuda else -1              # -1: Triton's CPU interpreter
+    if config is not None:
+        config = tuple(config)                             # part of the signature: hashable
     sig = (q.shape, k.shape, v.shape, beta.shape, state.shape, q.dtype, k.dtype, v.dtype, beta.dtype,
            state.dtype, None if g is None else (g.shape, g.dtype),
            None if read is None else (read.shape, read.dtype), config, dev)

@@ -194,6 +194,22 @@ def test_scores_equal_their_definition(impl, gate):
     close(S, S_ref)
 
 
+def test_diagonal_scores_with_head_groups():
+    """The per-channel diagonal kernel at 2 heads a program over H = 5 heads and B = 2: three
+    head groups per token, the last one half masked, and a batch offset in every address."""
+    Bq, T, Hq, K = 2, 37, 5, 48
+    gen = torch.Generator().manual_seed(11)
+    q, k = torch.randn(Bq, T, Hq, K, generator=gen), F.normalize(torch.randn(Bq, T, Hq, K, generator=gen), dim=-1)
+    g, beta = -5 * torch.rand(Bq, T, Hq, K, generator=gen), torch.rand(Bq, T, Hq, generator=gen)
+    G = torch.cat([g[:, t0:t0 + 64].cumsum(1) for t0 in range(0, T, 64)], 1)
+    A = torch.full((Bq, T, Hq, 64), float("nan"))
+    P = torch.full((Bq, T, Hq, 64), float("nan"))
+    cd._scores(q, k, G, beta, A, P, 0.3, 2, "ieee", {"split_inter": (32, 1), "diag_token": (2, 1)})
+    A_ref, P_ref = scores_reference(q, k, g, beta, 0.3, 2)
+    close(A, A_ref, rtol=1e-5)
+    close(P, P_ref, rtol=1e-5)
+
+
 def test_chunked_rejects_bad_options():
     q, k, v, g, beta, _ = make(8, 32)
     with pytest.raises(ValueError, match="unknown options"):
