@@ -150,14 +150,14 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
     ``config`` = (BK, BV, num_warps) overrides the tile choice (for benchmarks).
     Under torch.compile the call goes through the custom op ``torch.ops.lineage.kda_step``,
     so the compiler keeps this kernel inside the graph it builds."""
+    if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous() and beta.is_contiguous()
+            and state.is_contiguous() and (g is None or g.is_contiguous())
+            and (read is None or read.is_contiguous())):
+        raise ValueError("kda_step: q, k, v, g, beta, state and read must be contiguous")
     if _IS_COMPILING is not None and _IS_COMPILING():
         if config is not None:
             raise ValueError("kda_step: config= is for benchmarks; under torch.compile the op picks its tiles")
         gate, scale0 = _plan(q, k, v, g, beta, state, read, None)[:2]
-        if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous() and beta.is_contiguous()
-                and state.is_contiguous() and (g is None or g.is_contiguous())
-                and (read is None or read.is_contiguous())):
-            raise ValueError("kda_step: q, k, v, g, beta, state and read must be contiguous")
         return torch.ops.lineage.kda_step(q, k, v, q if g is None else g, beta, state, read,
                                           scale0 if scale is None else float(scale), gate)
     dev = q.get_device() if q.is_cuda else -1              # -1: Triton's CPU interpreter
@@ -170,10 +170,6 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
     if plan is None:
         plan = _plan(q, k, v, g, beta, state, read, config)
         _PLANS[sig] = plan
-    if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous() and beta.is_contiguous()
-            and state.is_contiguous() and (g is None or g.is_contiguous())
-            and (read is None or read.is_contiguous())):
-        raise ValueError("kda_step: q, k, v, g, beta, state and read must be contiguous")
     if (k.get_device() != dev or v.get_device() != dev or beta.get_device() != dev or state.get_device() != dev
             or (g is not None and g.get_device() != dev) or (read is not None and read.get_device() != dev)):
         raise ValueError("kda_step: q, k, v, g, beta, state and read must be on one device")

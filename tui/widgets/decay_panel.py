@@ -6,23 +6,14 @@ import numpy as np
 from textual.widgets import Static
 
 from .heatmap import Heatmap, colour_bar
-from .sweep import Sweep
-from .panel import Panel
+from .sweep import SweepPanel
 
 DECAY_KINDS = ("gdn", "kda", "gated_delta")
 
 
-class DecayPanel(Panel):
+class DecayPanel(SweepPanel):
     kind = "decay"
     LAYER_KINDS = DECAY_KINDS
-
-    def compose(self):
-        yield Heatmap()
-        yield Static(id="legend")
-
-    def __init__(self, options: dict, **kw):
-        super().__init__(options, **kw)
-        self._sweep = Sweep()       # here, not on mount: the app may ask for a frame first
 
     def show(self, cursor, i: int) -> None:
         info = cursor.info

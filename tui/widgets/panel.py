@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 from textual.containers import Vertical
+from textual.widgets import Static
+
+from .heatmap import Heatmap
 
 
 class Panel(Vertical, can_focus=True):
@@ -138,3 +141,11 @@ class Panel(Vertical, can_focus=True):
         """The plain-text version of this panel (for `s` snapshots and NO_COLOR readers)."""
         from ..text_panels import PANELS
         return "\n".join(PANELS[self.kind](cursor, i, self.options, 100))
+
+
+class HeatmapPanel(Panel):
+    """A panel drawn as a Heatmap with a legend line under it."""
+
+    def compose(self):
+        yield Heatmap()
+        yield Static(id="legend")

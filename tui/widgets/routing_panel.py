@@ -7,22 +7,13 @@ from rich.text import Text
 from textual.widgets import Static
 
 from .heatmap import Heatmap
-from .sweep import Sweep
-from .panel import Panel
+from .sweep import SweepPanel
 
 SPARK = " ▁▂▃▄▅▆▇█"
 
 
-class RoutingPanel(Panel):
+class RoutingPanel(SweepPanel):
     kind = "routing"
-
-    def compose(self):
-        yield Heatmap()
-        yield Static(id="legend")
-
-    def __init__(self, options: dict, **kw):
-        super().__init__(options, **kw)
-        self._sweep = Sweep()       # here, not on mount: the app may ask for a frame first
 
     def _moe_layers(self, info) -> list[int]:
         cfg = info["models"][self.options.get("model", 0)]["config"]

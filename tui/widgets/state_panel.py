@@ -5,20 +5,16 @@ import numpy as np
 from textual.widgets import Static
 
 from .heatmap import Heatmap, colour_bar
-from .panel import Panel
+from .panel import HeatmapPanel
 
 STATE_KINDS = ("linear", "deltanet", "gdn", "kda", "delta", "gated_delta")
 QUANTITIES = ("S", "dS", "error")
 
 
-class StatePanel(Panel):
+class StatePanel(HeatmapPanel):
     kind = "state"
     LAYER_KINDS = STATE_KINDS
     _last = None                    # (cursor, i) last shown: pick_head reads its head count
-
-    def compose(self):
-        yield Heatmap()
-        yield Static(id="legend")
 
     def show(self, cursor, i: int) -> None:
         self._last = (cursor, i)
