@@ -20,6 +20,10 @@ from .short_conv import ShortConv, l2norm
 class DeltaState:
     S: Tensor                   # (B, H, K, V) fp32 or the model dtype
     conv: Tensor | None = None  # (B, conv_size - 1, H*(2K + V)): last inputs of the short conv
+    # The Triton step may update S (fp32) in place. A step normally leaves the caller's state as
+    # it was (as the reference does), at the cost of one copy of S; a state whose buffers the
+    # stepper owns (lineage.graph_step.to_static) says so here.
+    in_place: bool = False
 
     @property
     def nbytes(self) -> int:
@@ -29,10 +33,6 @@ class DeltaState:
 class DeltaNet(nn.Module):
     OP = "delta_rule"           # the function in lineage.ops (reference) or kernels (triton)
     backend = "reference"       # set by lineage.backend.set_backend
-    # The Triton step can update the fp32 state in place. A step normally leaves the caller's
-    # state as it was (as the reference does), so that costs one copy of S; a CUDA-graph step
-    # owns its state buffers and turns this on (lineage.graph_step.GraphStep).
-    update_in_place = False
 
     def __init__(self, cfg: DeltaNetConfig):
         super().__init__()
@@ -95,7 +95,7 @@ class DeltaNet(nn.Module):
             q, k, v, beta = q.contiguous(), k.contiguous(), v.contiguous(), beta.contiguous()
             if state is None:
                 S = torch.zeros(B, H, K, v.shape[-1], device=q.device, dtype=torch.float32)
-            elif self.update_in_place:
+            elif state.in_place:
                 S = state.S.float().contiguous()                                  # the caller's buffer
             else:
                 S = state.S.to(torch.float32, copy=True).contiguous()

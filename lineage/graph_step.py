@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from .deltanet import DeltaNet, DeltaState
+from .deltanet import DeltaState
 from .linear_attention import LinearState
 from .mla import LatentCache, StaticLatentCache
 from .model import LM, ModelState
@@ -21,16 +21,17 @@ from .model import LM, ModelState
 
 def to_static(state: ModelState, capacity: int) -> ModelState:
     """A copy of the state with every MLA cache moved into a fixed-capacity buffer (the copy:
-    a captured step updates its buffers in place, and the caller's state must not change)."""
+    a captured step updates its buffers in place, and the caller's state must not change).
+    Its delta states are marked in_place: the Triton step then writes S where it is."""
     layers = []
     for st in state.layers:
         if isinstance(st, LatentCache):
             st = StaticLatentCache.from_cache(st, capacity)
         elif isinstance(st, DeltaState):
-            st = DeltaState(st.S.clone(), None if st.conv is None else st.conv.clone())
+            st = DeltaState(st.S.clone(), None if st.conv is None else st.conv.clone(), in_place=True)
         elif isinstance(st, LinearState):
             st = LinearState(st.S.clone(), st.z.clone())
-        elif st is not None and not isinstance(st, (DeltaState, LinearState)):
+        elif st is not None:
             raise ValueError(f"{type(st).__name__} has no static form (softmax KV caches are not supported yet)")
         layers.append(st)
     return ModelState(state.pos, layers)
@@ -54,23 +55,20 @@ class GraphStep:
         """compile=True first runs the step through torch.compile (inductor fuses the many small
         elementwise kernels), then captures the compiled step. On the Triton backend the
         delta-rule layers call kda_step through its custom op, which the compiler keeps.
-        From here on the model's delta-rule layers update a fp32 state in place on the Triton
-        backend (DeltaNet.update_in_place), as the captured step needs."""
+        The captured step updates its own copy of the state in place (to_static)."""
         if model.wpe is not None:
             raise ValueError("learned positions index by a host integer; graph capture supports RoPE/NoPE models")
         if any(st is None for st in state.layers):
             raise ValueError("prefill at least one token before capturing (every layer needs a state)")
         self.model, self.observe = model, observe
-        for m in model.modules():               # the step owns these buffers: no copy of S per layer
-            if isinstance(m, DeltaNet):
-                m.update_in_place = True
         self._step_fn = torch.compile(self._run, dynamic=False) if compile else self._run
         self.state = to_static(state, capacity)
+        self.caches = [st for st in self.state.layers if isinstance(st, StaticLatentCache)]
         self.capacity = capacity
         device = next(model.parameters()).device
         self.token = torch.zeros(1, dtype=torch.long, device=device)
         saved = [b.clone() for b in _buffers(self.state)]
-        lengths = [st.length for st in self.state.layers if isinstance(st, StaticLatentCache)]
+        lengths = [st.length for st in self.caches]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side), torch.inference_mode():
@@ -83,8 +81,7 @@ class GraphStep:
         # warm-up and capture advanced the state: put it back as it was
         for b, s in zip(_buffers(self.state), saved):
             b.copy_(s)
-        caches = [st for st in self.state.layers if isinstance(st, StaticLatentCache)]
-        for st, n in zip(caches, lengths):
+        for st, n in zip(self.caches, lengths):
             st.length = n
         self.steps = 0
 
@@ -103,7 +100,7 @@ class GraphStep:
         return logits, obs
 
     def step(self, token: int):
-        caches = [st for st in self.state.layers if isinstance(st, StaticLatentCache)]
+        caches = self.caches
         if caches and caches[0].length >= self.capacity:
             raise IndexError(f"the static cache is full ({self.capacity} tokens)")
         self.token.fill_(int(token))

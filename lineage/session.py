@@ -100,10 +100,12 @@ class _LMRunner:
         self.logits = None
         self.load: dict[int, np.ndarray] = {}
         # on CUDA the observed step is launch bound: after the first token, capture it in a CUDA
-        # graph (LINEAGE_GRAPH=0 turns this off; =compile also runs torch.compile first)
+        # graph (LINEAGE_GRAPH=0 turns this off; =compile also runs torch.compile first). Models
+        # with learned positions index by a host integer and step eagerly.
         import os
         mode = os.environ.get("LINEAGE_GRAPH", "auto").lower()
-        self.graph_mode = None if mode in ("0", "off", "no") or device.type != "cuda" else mode
+        off = mode in ("0", "off", "no") or device.type != "cuda" or self.model.wpe is not None
+        self.graph_mode = None if off else mode
         self.capacity = (total_steps(sc) or 0) + sc.decoding.prefill + 2
         self.stepper = None
 
@@ -123,7 +125,7 @@ class _LMRunner:
             obs = {}
             with torch.inference_mode():
                 logits, self.state = self.model.step(torch.tensor([token], device=self.device), self.state, obs)
-            if self.graph_mode is not None and self.model.wpe is None:
+            if self.graph_mode is not None:
                 from .graph_step import GraphStep
                 self.stepper = GraphStep(self.model, self.state, self.capacity,
                                          compile=self.graph_mode == "compile")
@@ -290,8 +292,7 @@ class Session(Cursor):
         lm = [r for r in self.runners if isinstance(r, _LMRunner)]
         if not lm:
             return "reference (toy memory)" if self.runners else "none (arithmetic)"
-        b = lm[0].backend
-        return "triton (prefill and unobserved steps; observed steps use the reference)" if b == "triton" else b
+        return lm[0].backend
 
     def _device(self, want: str):
         torch = self.torch

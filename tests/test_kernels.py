@@ -365,19 +365,19 @@ def test_graph_step_body_keeps_its_state_buffers_current():
     """The body GraphStep captures (its _run) leaves the new delta state, conv cache included,
     in its fixed buffers whether the kernel updated S in place or not: two bodies give two
     plain steps' state. (Capture itself needs CUDA; this checks what is captured.)"""
-    from lineage.deltanet import DeltaNet
+    from lineage.deltanet import DeltaState
     from lineage.graph_step import GraphStep, to_static
     ref, tri = twin_models("tiny-kda", 2)
     ids = torch.randint(0, 256, (1, 12))
     with torch.no_grad():
         _, st = ref(ids[:, :9])
         for in_place in (True, False):
-            for m in tri.modules():
-                if isinstance(m, DeltaNet):
-                    m.update_in_place = in_place
             gs = GraphStep.__new__(GraphStep)
             gs.model, gs.observe = tri, False
             gs.state = to_static(st, capacity=32)
+            for layer in gs.state.layers:
+                if isinstance(layer, DeltaState):
+                    layer.in_place = in_place
             gs.token = torch.zeros(1, dtype=torch.long)
             s_ref = st
             for t in (9, 10):
