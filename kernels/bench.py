@@ -128,6 +128,11 @@ def row(op, shape, impl, seconds, *, bytes_=None, flops=None, note=""):
     return seconds
 
 
+def add_speedups(r: dict, ours: float, base: dict) -> None:
+    """Baseline time / our time for each named baseline, into our row `r`."""
+    r.update({f"speedup_vs_{n}": t / ours for n, t in base.items() if t})
+
+
 def rel_rms(a, b) -> float:
     a, b = a.double(), b.double()
     return ((a - b).norm() / b.norm().clamp_min(1e-300)).item()
@@ -205,14 +210,14 @@ def bench_step(ctx, B):
     rounds = lambda ts: ", ".join(f"{t * 1e6:.1f}" for t in ts)  # noqa: E731
     ours = row("kda_step", shape, f"triton {cfg}", statistics.median(ours_t), bytes_=nbytes,
                note=f"rounds (us): {rounds(ours_t)}")
+    ours_row = RESULTS["rows"][-1]
     if graph_t[0] is not None:
         row("kda_step", shape, "triton, CUDA graph replay", statistics.median(graph_t), bytes_=nbytes,
             note=f"rounds (us): {rounds(graph_t)}")
     if fla_t:
         base["fla"] = row("kda_step", shape, "fla fused_recurrent_kda", statistics.median(fla_t), bytes_=nbytes,
                           note=f"rounds (us): {rounds(fla_t)}")
-    next(r for r in RESULTS["rows"] if r["op"] == "kda_step" and r["shape"] == shape
-         and r["impl"].startswith("triton (")).update({f"speedup_vs_{n}": t / ours for n, t in base.items() if t})
+    add_speedups(ours_row, ours, base)
     if ctx["device"] == "cuda" and B == 1:
         # Host time per call at batch 1 (the GPU needs ~2 us), wall clock over many calls:
         # the whole kda_step, Triton's generic launch of the same kernel, and the parts.
@@ -268,6 +273,16 @@ def bench_step(ctx, B):
                     log(f"   sweep kda_step {cfg} failed: {e!r}")
 
 
+def time_kda_options(timer, xs, o_ref, options: dict) -> tuple[float, float]:
+    """Chunked kda on xs = (q, k, v, g, beta) with `chunk_delta` options: (median seconds,
+    relative RMS error of o against o_ref)."""
+    from kernels import chunk_delta
+
+    def fn():
+        return chunk_delta._chunk_delta(*xs, None, None, 64, 2, "kda", options=options)
+    return timer(fn, calls=5), rel_rms(fn()[0], o_ref)
+
+
 def chunk_flops(B, T, H, K, V, C=64):
     NT = -(-T // C)
     per_chunk = 2 * 2 * C * C * K + 2 * C * C * (K + V) + 3 * 2 * C * K * V + 2 * C * C * V
@@ -284,7 +299,6 @@ def bench_chunk(ctx):
     flops = chunk_flops(B, T, H, K, V)
     nbytes = (q.numel() * 3 + v.numel() * 2) * q.element_size()
 
-    from kernels import chunk_delta
     o, S = kernels.kda(q, k, v, g, beta)
     base = {}
     f32 = [x.float() for x in (q, k, v, g, beta)]
@@ -309,14 +323,14 @@ def bench_chunk(ctx):
     rounds = lambda ts: ", ".join(f"{t * 1e6:.0f}" for t in ts)  # noqa: E731
     ours = row("kda (chunked)", shape, "triton", statistics.median(ours_t), flops=flops, bytes_=nbytes,
                note=f"rounds (us): {rounds(ours_t)}")
+    ours_row = RESULTS["rows"][-1]
     if ctx["fla"]:
         base["fla"] = row("kda (chunked)", shape, "fla chunk_kda", statistics.median(fla_t), flops=flops,
                           bytes_=nbytes, note=f"rounds (us): {rounds(fla_t)}")
         fla_o = fla_call()[0]
         log(f"   fla chunk_kda bf16 error vs the same fp32 reference: {rel_rms(fla_o, o_ref):.2e}")
         RESULTS["accuracy"].append({"op": "fla chunk_kda", "shape": shape, "o_rel_rms": rel_rms(fla_o, o_ref)})
-    ours_row = next(r for r in RESULTS["rows"] if r["op"] == "kda (chunked)" and r["impl"].startswith("triton"))
-    ours_row.update({f"speedup_vs_{n}": t / ours for n, t in base.items() if t})
+    add_speedups(ours_row, ours, base)
     save()
 
     # where the time goes, kernel by kernel
@@ -349,9 +363,7 @@ def bench_chunk(ctx):
         for opt in variants:
             name = {key: str(val) for key, val in opt.items()}
             try:
-                fn = lambda: chunk_delta._chunk_delta(q, k, v, g, beta, None, None, 64, 2, "kda", options=opt)  # noqa: E731
-                t = timer(fn, calls=5)
-                err = rel_rms(fn()[0], o_ref)
+                t, err = time_kda_options(timer, (q, k, v, g, beta), o_ref, opt)
                 RESULTS["sweeps"].append({"op": "kda (chunked)", "shape": shape, "options": name, "us": t * 1e6,
                                           "o_rel_rms": err, "vs_fla": base.get("fla", 0) / t})
                 log(f"   sweep kda {name}: {t * 1e6:.0f} us, error {err:.2e}, vs fla {base.get('fla', 0) / t:.2f}x")
@@ -364,7 +376,7 @@ def bench_chunk(ctx):
         log(f"   torch.compile of the chunked reference took {time.time() - t0:.0f} s")
         base["compile"] = row("kda (chunked)", shape, "torch.compile(lineage.ops) fp32",
                               timer(lambda: compiled(*f32, chunk_size=64), calls=1, repeats=3), flops=flops)
-        ours_row.update({f"speedup_vs_{n}": t / ours for n, t in base.items() if t})
+        add_speedups(ours_row, ours, base)
 
 
 @section
@@ -376,13 +388,14 @@ def bench_situ(ctx, linear_beta):
     nbytes = x.numel() * x.element_size() * 3 // 2
     ours = timer(lambda: kernels.situ_glu(x, 4.0, linear_beta), calls=20)
     row("situ_glu", shape, "triton", ours, bytes_=nbytes)
+    ours_row = RESULTS["rows"][-1]
     base = {"eager": row("situ_glu", shape, "eager lineage.ops",
                          timer(lambda: ops.situ_glu(x, 4.0, linear_beta), calls=10), bytes_=nbytes)}
     if ctx["compile"]:
         compiled = torch.compile(ops.situ_glu)
         base["compile"] = row("situ_glu", shape, "torch.compile(lineage.ops)",
                               timer(lambda: compiled(x, 4.0, linear_beta), calls=20, warmup=5), bytes_=nbytes)
-    RESULTS["rows"][-1 - len(base)].update({f"speedup_vs_{n}": t / ours for n, t in base.items() if t})
+    add_speedups(ours_row, ours, base)
     y, y_ref = kernels.situ_glu(x, 4.0, linear_beta), ops.situ_glu(x.float(), 4.0, linear_beta)
     acc = {"op": "situ_glu", "shape": shape, "o_rel_rms": rel_rms(y, y_ref), "nan": bool(torch.isnan(y).any())}
     RESULTS["accuracy"].append(acc)
@@ -419,16 +432,15 @@ def check_accuracy(ctx):
             log(f"   {acc}")
     # other head sizes (each is its own compile: resources, masks), fp32 inputs too
     for K_, V_, dt in ((32, 48, torch.float32), (64, 64, ctx["dtype"]), (256, 256, ctx["dtype"])):
-        if True:
-            q, k, v, g, beta = delta_inputs(torch, 1, 200, 4, K_, V_, dt, dev, seed=3)
-            S0 = torch.randn(1, 4, K_, V_, device=dev) * 0.1
-            o, S = kernels.kda(q, k, v, g, beta, initial_state=S0)
-            o_ref, S_ref = ops.kda(*(x.float() for x in (q, k, v, g, beta)), initial_state=S0, chunk_size=64)
-            acc = {"op": "kda", "shape": f"B=1 T=200 H=4 K={K_} V={V_} {str(dt)[6:]}", "g": "random",
-                   "o_rel_rms": rel_rms(o, o_ref), "S_rel_rms": rel_rms(S, S_ref), "nan": bool(torch.isnan(o).any())}
-            acc["pass"] = acc["o_rel_rms"] < (5e-3 if dt != torch.float32 else 1e-4) and not acc["nan"]
-            RESULTS["accuracy"].append(acc)
-            log(f"   {acc}")
+        q, k, v, g, beta = delta_inputs(torch, 1, 200, 4, K_, V_, dt, dev, seed=3)
+        S0 = torch.randn(1, 4, K_, V_, device=dev) * 0.1
+        o, S = kernels.kda(q, k, v, g, beta, initial_state=S0)
+        o_ref, S_ref = ops.kda(*(x.float() for x in (q, k, v, g, beta)), initial_state=S0, chunk_size=64)
+        acc = {"op": "kda", "shape": f"B=1 T=200 H=4 K={K_} V={V_} {str(dt)[6:]}", "g": "random",
+               "o_rel_rms": rel_rms(o, o_ref), "S_rel_rms": rel_rms(S, S_ref), "nan": bool(torch.isnan(o).any())}
+        acc["pass"] = acc["o_rel_rms"] < (5e-3 if dt != torch.float32 else 1e-4) and not acc["nan"]
+        RESULTS["accuracy"].append(acc)
+        log(f"   {acc}")
     # the step, a few tokens, against the recurrence
     q, k, v, g, beta = delta_inputs(torch, B, 8, H, K, V, ctx["dtype"], dev, seed=2)
     S0 = torch.randn(B, H, K, V, device=dev) * 0.1

@@ -19,8 +19,7 @@ def main(argv=None) -> int:
     import torch
     import triton.language as tl
 
-    from kernels import chunk_delta
-    from kernels.bench import Timer, delta_inputs, rel_rms
+    from kernels.bench import Timer, delta_inputs, time_kda_options
     from lineage import ops
     xs = delta_inputs(torch, 4, 4096, 16, 128, 128, torch.bfloat16, "cuda")     # the benchmark's shape
     ref = ops.kda(*[x.float() for x in xs])[0]
@@ -32,10 +31,8 @@ def main(argv=None) -> int:
         if "inter" in opt:
             opt["inter"] = getattr(torch, opt["inter"])
         try:
-            def fn():
-                return chunk_delta._chunk_delta(*xs, None, None, 64, 2, "kda", options=opt)
-            err = rel_rms(fn()[0], ref)
-            print(f"{arg}: {timer(fn, calls=5) * 1e6:.0f} us, error {err:.2e}", flush=True)
+            t, err = time_kda_options(timer, xs, ref, opt)
+            print(f"{arg}: {t * 1e6:.0f} us, error {err:.2e}", flush=True)
         except Exception as e:  # noqa: BLE001 - report and stop: the context may be gone
             print(f"{arg}: FAILED {str(e)[:200]}", flush=True)
             return 1

@@ -85,16 +85,10 @@ def bench_gpu(steps: int = 200, prefill: int = 64, variants=None) -> dict:
     out = {"device": torch.cuda.get_device_name(0)}
 
     def timed(fn, reps):
-        for _ in range(5):
-            fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
+        def synced():               # wall time until the GPU is done
             fn()
             torch.cuda.synchronize()
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times) * 1e3
+        return _median_ms(synced, reps, warmup=5)
 
     with torch.inference_mode():
         for backend in () if variants else ("reference", "triton"):
