@@ -6,7 +6,6 @@ worker, so the screen appears before the model exists; the UI thread never touch
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from scenarios import DIR as SCENARIO_DIR
 from .screens.error import ErrorScreen
 from .screens.goto import AskScreen
 from .screens.help import HelpScreen
+from .text_panels import default_panels
 from .widgets.cache_panel import CachePanel
 from .widgets.decay_panel import DecayPanel
 from .widgets.panel import Panel
@@ -168,8 +168,7 @@ class LineageApp(App):
         self.query_one("#loading", Static).display = False
         grid = self.query_one("#panels", Grid)
         grid.remove_children()
-        panels = cursor.info.get("panels") or [{"kind": "figure" if cursor.info.get("figure") else "tokens"}]
-        made = [make_panel(p) for p in panels]
+        made = [make_panel(p) for p in default_panels(cursor.info)]
         grid.mount_all(made)
         # focus decided here, not by whichever widget mounted first: the pickers act on the
         # focused panel, so start on the first one that has layers to pick. Without scrolling
@@ -267,7 +266,6 @@ class LineageApp(App):
         frames made while the screen was busy replace each other in the queue (FrameReady
         can_replace), so the UI never falls behind and every frame is still recorded. The
         worker stays at most AHEAD frames ahead so the UI thread is not starved of the GIL."""
-        import time
         from textual.worker import get_current_worker
         worker = get_current_worker()
         i = self.index

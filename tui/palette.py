@@ -12,14 +12,13 @@ import numpy as np
 from rich.color import Color
 from rich.style import Style
 
+from .text_panels import NEG, POS     # without colour: the glyph ramps of the text panels
+
 DIVERGING = ["#87d7ff", "#5fafff", "#0087ff", "#005fd7", "#0000af", "#00005f",   # strong .. weak negative
              "#262626",                                                          # zero
              "#5f0000", "#870000", "#d70000", "#ff5f00", "#ffaf00", "#ffd75f"]   # weak .. strong positive
 SEQUENTIAL = ["#262626", "#005f5f", "#008787", "#00af87", "#00d787", "#5fff87", "#d7ff87", "#ffffd7"]
 
-# without colour: the same ramps as glyphs (see tui/text_panels.py for the legend)
-POS_GLYPHS = " .+*#@"
-NEG_GLYPHS = " .-=%&"
 
 _DIV_STYLES = [Color.parse(c) for c in DIVERGING]
 _SEQ_STYLES = [Color.parse(c) for c in SEQUENTIAL]
@@ -61,6 +60,6 @@ def glyph(idx: int, scale: str) -> str:
         level = abs(idx - half)
         if level == 0:
             return "."
-        return (POS_GLYPHS if idx > half else NEG_GLYPHS)[min(5, 1 + (level - 1) * 5 // half)]
+        return (POS if idx > half else NEG)[min(5, 1 + (level - 1) * 5 // half)]
     ramp = " .:-=+*#%@"
     return ramp[min(9, idx * 9 // (len(SEQUENTIAL) - 1))]

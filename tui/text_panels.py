@@ -29,7 +29,7 @@ def heat_rows(m: np.ndarray, scale: float | None = None, max_cols: int = 64) -> 
     return ["".join(_glyph(v, scale) for v in row[::step]) for row in m]
 
 
-def _fmt_bytes(n: float) -> str:
+def fmt_bytes(n: float) -> str:
     for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= div:
             return f"{n / div:.1f} {unit}"
@@ -218,12 +218,12 @@ def cache(cur, i: int, p: dict, width: int) -> list[str]:
         n_tok = max((l.get("cache_len", 0) for l in layers), default=0)
         state_b = sum(l.get("state_bytes", 0) for l in layers)
         per_tok = cache_b / n_tok if n_tok else 0.0
-        lines.append(f"  {model['name']}: {n_tok} tokens cached, cache {_fmt_bytes(cache_b)} "
-                     f"({per_tok:,.0f} B/token), recurrent state {_fmt_bytes(state_b)} (constant)")
+        lines.append(f"  {model['name']}: {n_tok} tokens cached, cache {fmt_bytes(cache_b)} "
+                     f"({per_tok:,.0f} B/token), recurrent state {fmt_bytes(state_b)} (constant)")
         ctx = p.get("context") or 1 << 20
         if per_tok:
             cross = state_b / per_tok
-            lines.append(f"  at {ctx:,} tokens: cache {_fmt_bytes(per_tok * ctx)} vs state {_fmt_bytes(state_b)}; "
+            lines.append(f"  at {ctx:,} tokens: cache {fmt_bytes(per_tok * ctx)} vs state {fmt_bytes(state_b)}; "
                          f"crossover at {cross:,.0f} tokens (state is larger before it, cache after)")
         ladder = [n for n in (256, 4096, 65536, 1 << 20) if n <= max(ctx, 256)]
         for n in ladder:
@@ -285,7 +285,7 @@ def figure(cur, i: int, p: dict, width: int) -> list[str]:
                 f"{row['ratio_published']:,} {row['small']}s fit in {row['big']}",
                 f"  from our configs: {row['ratio_from_configs']:,.0f}"]
     if kind == "kv_cache":
-        lines = [f"KV cache at {row['context']:,} tokens: {_fmt_bytes(row['cache_bytes_per_seq'])} per sequence "
+        lines = [f"KV cache at {row['context']:,} tokens: {fmt_bytes(row['cache_bytes_per_seq'])} per sequence "
                  f"({row['bytes_per_token']:,} B/token); batch {row['batch']:,}"]
         if row["previous_batch"] is not None:
             lines.append(f"  doubling context from {row['context'] // 2:,}: batch {row['previous_batch']:,} -> {row['batch']:,}")
@@ -309,7 +309,7 @@ def figure(cur, i: int, p: dict, width: int) -> list[str]:
                 f"  {row['active']:,} of {row['total']:,} parameters active ({100 * row['active_fraction']:.1f}%)"]
     lines = [f"memory per sequence at {row['context']:,} tokens"]
     for r in row["rows"]:
-        lines.append(f"  {r['preset']:<18} cache {_fmt_bytes(r['cache_bytes']):>12}  state {_fmt_bytes(r['state_bytes']):>12}")
+        lines.append(f"  {r['preset']:<18} cache {fmt_bytes(r['cache_bytes']):>12}  state {fmt_bytes(r['state_bytes']):>12}")
     return lines
 
 
@@ -317,9 +317,14 @@ PANELS = {"tokens": tokens, "state": state, "decay": decay, "routing": routing, 
           "captions": captions, "lineage": lineage_table, "recall": recall, "figure": figure}
 
 
+def default_panels(info: dict) -> list[dict]:
+    """The scenario's panels, or the one a scenario without a panel list gets."""
+    return info.get("panels") or [{"kind": "figure" if info.get("figure") else "tokens"}]
+
+
 def render(cur, i: int, panel: str | None = None, width: int = 100) -> str:
     """All the scenario's panels at step i (or only those of kind `panel`) as text."""
-    panels = cur.info.get("panels") or [{"kind": "figure"} if cur.info.get("figure") else {"kind": "tokens"}]
+    panels = default_panels(cur.info)
     if panel is not None:
         chosen = [p for p in panels if p["kind"] == panel] or [{"kind": panel}]
     else:

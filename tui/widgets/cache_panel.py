@@ -5,14 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from ..text_panels import fmt_bytes as _fmt
 from .panel import Panel
-
-
-def _fmt(n: float) -> str:
-    for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= div:
-            return f"{n / div:.1f} {unit}"
-    return f"{int(n)} B"
 
 
 def model_bytes(frame, info: dict, m: int) -> dict:
