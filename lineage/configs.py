@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 MIXERS = ("softmax", "linear", "deltanet", "gdn", "kda", "mla")
+STATE_MIXERS = ("linear", "deltanet", "gdn", "kda")      # the mixers with a state matrix S
+DECAY_MIXERS = ("gdn", "kda")                            # the mixers with a learned decay
 FFNS = ("dense", "moe")
 
 

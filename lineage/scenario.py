@@ -582,7 +582,7 @@ def _semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None)
             problems.append(loc.problem(path + ("layer",), f"layer {p.layer} is past the last layer "
                                         f"({cfg.name} has {cfg.n_layers}: 0-{cfg.n_layers - 1})"))
             continue
-        need = {"state": ("linear", "deltanet", "gdn", "kda"), "decay": ("gdn", "kda")}.get(p.kind)
+        need = {"state": C.STATE_MIXERS, "decay": C.DECAY_MIXERS}.get(p.kind)
         if need is not None:
             if p.layer is not None and cfg.mixers[p.layer] not in need:
                 problems.append(loc.problem(path + ("layer",), f"layer {p.layer} is {cfg.mixers[p.layer]}, which has "

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lineage.configs import DECAY_MIXERS, STATE_MIXERS
+
 POS = " .+*#@"        # |v| / max in five steps, positive
 NEG = " .-=%&"        # the same for negative values
 LEGEND = "legend: @ # * + strong..weak positive, & % = - strong..weak negative, . near zero"
@@ -81,34 +83,40 @@ def tokens(cur, i: int, p: dict, width: int) -> list[str]:
     return lines
 
 
+def state_quantity(f, m: int, layer: int, h: int, q: str) -> np.ndarray:
+    """One head's state matrix S (K, V), its last write delta S = k^T u (K, V; u = v for linear
+    attention, beta (v - read-back) for the delta rule), or the error v - read-back (V,), in
+    float64. Only the quantity asked for is computed."""
+    if q == "S":
+        return f.get(m, "S", layer)[h].astype(np.float64)
+    k, v, read = (f.get(m, n, layer)[h].astype(np.float64) for n in ("k", "v", "read"))
+    if q == "error":
+        return v - read
+    beta = f.get(m, "beta", layer)
+    linear = f.layer_meta(m, layer)["mixer"] == "linear"
+    return np.outer(k, v if linear else (1.0 if beta is None else float(beta[h])) * (v - read))
+
+
 def state(cur, i: int, p: dict, width: int) -> list[str]:
     f, info = cur.frame(i), cur.info
     m = p.get("model", 0)
-    layer = _pick_layer(info, m, p.get("layer"), ("linear", "deltanet", "gdn", "kda"))
+    layer = _pick_layer(info, m, p.get("layer"), STATE_MIXERS)
     if layer is None:
         return [f"state: {_model_name(info, m)} has no recurrent state"]
     h = p.get("head", 0)
     S = f.get(m, "S", layer)
     if S is None:
         return [f"state: layer {layer} holds no state matrix"]
-    S = S[h].astype(np.float64)                                         # (K, V)
-    k, v, read = (f.get(m, n, layer)[h].astype(np.float64) for n in ("k", "v", "read"))
-    beta = f.get(m, "beta", layer)
     kind = f.layer_meta(m, layer)["mixer"]
-    if kind == "linear":
-        dS = np.outer(k, v)
-    else:
-        b = float(beta[h]) if beta is not None else 1.0
-        dS = np.outer(k, b * (v - read))
     q = p.get("quantity", "S")
+    M = state_quantity(f, m, layer, h, q)
     title = {"S": "S, the state", "dS": "delta S, the last write", "error": "v - read-back, what the write corrects"}[q]
     lines = [f"state: {_model_name(info, m)} layer {layer} ({kind}) head {h}: {title}"]
     if q == "error":
-        err = v - read
-        lines.append("  " + " ".join(f"{x:+.2f}" for x in err[:16]) + (" ..." if err.size > 16 else ""))
-        lines.append(f"  |v - read| = {np.linalg.norm(err):.4f}   |v| = {np.linalg.norm(v):.4f}")
+        v = f.get(m, "v", layer)[h].astype(np.float64)
+        lines.append("  " + " ".join(f"{x:+.2f}" for x in M[:16]) + (" ..." if M.size > 16 else ""))
+        lines.append(f"  |v - read| = {np.linalg.norm(M):.4f}   |v| = {np.linalg.norm(v):.4f}")
         return lines
-    M = S if q == "S" else dS
     lines.append(f"  {M.shape[0]} x {M.shape[1]}, max |value| {np.abs(M).max():.4f}, norm {np.linalg.norm(M):.4f}")
     if M.size <= 64:
         lines += ["  " + " ".join(f"{x:+.3f}" for x in row) for row in M]
@@ -121,7 +129,7 @@ def state(cur, i: int, p: dict, width: int) -> list[str]:
 def decay(cur, i: int, p: dict, width: int) -> list[str]:
     info = cur.info
     m = p.get("model", 0)
-    layer = _pick_layer(info, m, p.get("layer"), ("gdn", "kda"))
+    layer = _pick_layer(info, m, p.get("layer"), DECAY_MIXERS)
     if layer is None:
         return [f"decay: {_model_name(info, m)} has no gated layer"]
     h = p.get("head", 0)

@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 from textual.widgets import Static
 
+from lineage.configs import DECAY_MIXERS
+
 from .heatmap import Heatmap, colour_bar
 from .sweep import SweepPanel
-
-DECAY_KINDS = ("gdn", "kda", "gated_delta")
 
 
 class DecayPanel(SweepPanel):
     kind = "decay"
-    LAYER_KINDS = DECAY_KINDS
+    LAYER_KINDS = DECAY_MIXERS
 
     def show(self, cursor, i: int) -> None:
         info = cursor.info

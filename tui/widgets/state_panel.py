@@ -4,16 +4,18 @@ from __future__ import annotations
 import numpy as np
 from textual.widgets import Static
 
+from lineage.configs import STATE_MIXERS
+
+from ..text_panels import state_quantity
 from .heatmap import Heatmap, colour_bar
 from .panel import HeatmapPanel
 
-STATE_KINDS = ("linear", "deltanet", "gdn", "kda", "delta", "gated_delta")
 QUANTITIES = ("S", "dS", "error")
 
 
 class StatePanel(HeatmapPanel):
     kind = "state"
-    LAYER_KINDS = STATE_KINDS
+    LAYER_KINDS = STATE_MIXERS
     _last = None                    # (cursor, i) last shown: pick_head reads its head count
 
     def show(self, cursor, i: int) -> None:
@@ -24,17 +26,13 @@ class StatePanel(HeatmapPanel):
         if layer is None:
             self.put(self.query_one("#legend", Static), "this model has no recurrent state")
             return
-        S = f.get(m, "S", layer)
-        H = S.shape[0]
+        H = f.get(m, "S", layer).shape[0]
         h = self.options["head"] = min(self.options.get("head", 0), H - 1)
-        S = S[h].astype(np.float64)
-        k, v, read = (f.get(m, n, layer)[h].astype(np.float64) for n in ("k", "v", "read"))
         kind = f.layer_meta(m, layer)["mixer"]
-        beta = f.get(m, "beta", layer)
-        b = float(beta[h]) if beta is not None and kind != "linear" else 1.0
-        u = v if kind in ("linear",) else b * (v - read)
         q = self.options.get("quantity", "S")
-        data = {"S": S, "dS": np.outer(k, u), "error": (v - read)[None, :]}[q]
+        data = state_quantity(f, m, layer, h, q)
+        if q == "error":
+            data = data[None, :]                                    # one row: (1, V)
         hm = self.query_one(Heatmap)
         hm.set_data(data, "diverging")
         name = info["models"][m]["name"]
