@@ -154,6 +154,12 @@ def test_pickers_and_snapshot_key(tmp_path):
             assert state.options["head"] == 2 and "head 2/4" in state.border_title
             await pilot.press("t")
             assert state.options["quantity"] == "dS" and "delta S" in state.border_title
+            routing = next(p for p in app.query(Panel) if p.kind == "routing")
+            moe = routing.drawable_layers(app.cursor.info)          # the MoE layers, not the mixers
+            routing.focus()
+            await pilot.press("right_square_bracket")
+            assert len(moe) > 1 and routing.options["layer"] == moe[1] and f"L{moe[1]}" in routing.border_title
+            state.focus()
             await pilot.press("m")
             assert app.screen.maximized is state
             await pilot.press("s")

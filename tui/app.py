@@ -173,7 +173,7 @@ class LineageApp(App):
         # focus decided here, not by whichever widget mounted first: the pickers act on the
         # focused panel, so start on the first one that has layers to pick. Without scrolling
         # to it: a small terminal opens at the top of the layout, whenever the focus lands
-        first = next((p for p in made if p.kind in ("state", "decay", "routing")), made[0])
+        first = next((p for p in made if p.pickable), made[0])
         self.call_after_refresh(first.focus, False)
         self._show_status()
         self.call_after_refresh(self.request, 0)
@@ -306,7 +306,7 @@ class LineageApp(App):
             w = w.parent
         if w is None:
             panels = list(self.query(Panel))
-            return next((p for p in panels if p.kind in ("state", "decay", "routing")), None)
+            return next((p for p in panels if p.pickable), None)
         return w
 
     def action_pick(self, what: str, delta: int) -> None:

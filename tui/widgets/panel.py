@@ -71,8 +71,10 @@ class Panel(Vertical, can_focus=True):
         if self.border_title != text:
             self.border_title = text
 
-    # panels that show one layer: which mixer kinds have what they draw (state, decay)
+    # panels that show one layer: which mixer kinds have what they draw (state, decay), and
+    # whether the layer / head pickers act on the panel
     LAYER_KINDS: tuple = ()
+    pickable = False
 
     def drawable_layers(self, info: dict) -> list[int]:
         m = info["models"][self.options.get("model", 0)]
@@ -124,7 +126,7 @@ class Panel(Vertical, can_focus=True):
 
     # pickers; panels with heads or quantities override these
     def pick_layer(self, delta: int) -> bool:
-        layers = self.drawable_layers(self.app.cursor.info) if self.LAYER_KINDS else []
+        layers = self.drawable_layers(self.app.cursor.info) if self.pickable else []
         if len(layers) < 2:
             return False
         j = layers.index(self.options["layer"]) if self.options.get("layer") in layers else 0
@@ -144,7 +146,9 @@ class Panel(Vertical, can_focus=True):
 
 
 class HeatmapPanel(Panel):
-    """A panel drawn as a Heatmap with a legend line under it."""
+    """A panel drawn as a Heatmap with a legend line under it: one layer (and head) at a time,
+    which the layer / head pickers change."""
+    pickable = True
 
     def compose(self):
         yield Heatmap()

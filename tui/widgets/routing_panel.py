@@ -15,20 +15,17 @@ SPARK = " ▁▂▃▄▅▆▇█"
 class RoutingPanel(SweepPanel):
     kind = "routing"
 
-    def _moe_layers(self, info) -> list[int]:
+    def drawable_layers(self, info: dict) -> list[int]:
         cfg = info["models"][self.options.get("model", 0)]["config"]
         return [i for i, k in enumerate(cfg["ffns"]) if k == "moe"]
 
     def show(self, cursor, i: int) -> None:
         info, f = cursor.info, cursor.frame(i)
         m = self.options.get("model", 0)
-        layers = self._moe_layers(info)
-        if not layers:
+        layer = self.current_layer(info)
+        if layer is None:
             self.put(self.query_one("#legend", Static), "no MoE layer in this model")
             return
-        if self.options.get("layer") not in layers:
-            self.options["layer"] = layers[0]
-        layer = self.options["layer"]
         moe = info["models"][m]["config"]["moe"]
         E = moe["n_experts"]
         def column(j):
@@ -54,9 +51,3 @@ class RoutingPanel(SweepPanel):
         if share is not None:
             t.append(f"   shared share {share:.2f}")
         self.put(self.query_one("#legend", Static), t, pace=0.1)
-
-    def pick_layer(self, delta: int) -> bool:
-        layers = self._moe_layers(self.app.cursor.info)
-        j = layers.index(self.options["layer"]) if self.options.get("layer") in layers else 0
-        self.options["layer"] = layers[(j + delta) % len(layers)]
-        return len(layers) > 1
