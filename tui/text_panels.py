@@ -183,12 +183,14 @@ def routing(cur, i: int, p: dict, width: int) -> list[str]:
     return lines
 
 
-def depth(cur, i: int, p: dict, width: int) -> list[str]:
+def depth_table(cur, i: int, p: dict):
+    """The attention-residual weights at step i as (title line, column names, rows of (label,
+    completed-block weights, partial-sum weight or None)); None for a model without them."""
     f, info = cur.frame(i), cur.info
     m = p.get("model", 0)
     cfg = info["models"][m]["config"]
     if not cfg.get("attnres"):
-        return ["depth: no attention residuals in this model"]
+        return None
     n = len(cfg["mixers"])
     bs = cfg["attnres"]["block_size"]
     rows = []                      # (label, completed-block weights, partial-sum weight or None)
@@ -205,13 +207,26 @@ def depth(cur, i: int, p: dict, width: int) -> list[str]:
         rows.append(("output", final[:-1], final[-1]))
     n_blocks = max(len(b) for _, b, _ in rows)
     names = ["emb"] + [f"b{k}" for k in range(1, n_blocks)] + ["part"]
-    lines = [f"depth: {_model_name(info, m)} attention residual weights over sources "
-             f"(block size {bs}; emb = embedding, bN = completed block N, part = this block so far)"]
-    lines.append("  " + " " * 10 + "".join(f"{nm:>6}" for nm in names))
+    title = (f"depth: {_model_name(info, m)} attention residual weights over sources "
+             f"(block size {bs}; emb = embedding, bN = completed block N, part = this block so far)")
+    return title, names, rows
+
+
+def depth_cells(blocks, partial, n_blocks: int) -> list[float | None]:
+    """One row's cells under the column names: block weights, blanks (None), the partial sum."""
+    return [float(x) for x in blocks] + [None] * (n_blocks - len(blocks)) + \
+        [None if partial is None else float(partial)]
+
+
+def depth(cur, i: int, p: dict, width: int) -> list[str]:
+    table = depth_table(cur, i, p)
+    if table is None:
+        return ["depth: no attention residuals in this model"]
+    title, names, rows = table
+    lines = [title, "  " + " " * 10 + "".join(f"{nm:>6}" for nm in names)]
     for label, blocks, partial in rows:
-        cells = [f"{float(x):6.2f}" for x in blocks] + [" " * 6] * (n_blocks - len(blocks))
-        cells.append(f"{float(partial):6.2f}" if partial is not None else " " * 6)
-        lines.append(f"  {label:<10}" + "".join(cells))
+        cells = depth_cells(blocks, partial, len(names) - 1)
+        lines.append(f"  {label:<10}" + "".join(" " * 6 if w is None else f"{w:6.2f}" for w in cells))
     return lines
 
 

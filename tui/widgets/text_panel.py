@@ -7,7 +7,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from .. import palette
-from ..text_panels import PANELS, _token
+from ..text_panels import PANELS, _token, depth_cells, depth_table
 from .panel import Panel
 
 
@@ -64,21 +64,21 @@ class TextPanel(Panel):
         return t
 
     def _rich_depth(self, cursor, i: int) -> Text:
-        lines = PANELS["depth"](cursor, i, self.options, self.size.width)
-        t = Text(lines[0] + "\n")
-        for line in lines[1:]:
-            # colour each weight cell by its value, keep the numbers
-            label, cells = line[:12], line[12:]
-            t.append(label)
-            for k in range(0, len(cells), 6):
-                cell = cells[k:k + 6]
-                try:
-                    w = float(cell)
-                    idx = palette.sequential_index(np.array(w))
-                    t.append(cell, Style(color="#000000" if idx >= 5 else "#ffffff",
-                                         bgcolor=palette.SEQUENTIAL[int(idx)]))
-                except ValueError:
-                    t.append(cell)
+        table = depth_table(cursor, i, self.options)
+        if table is None:
+            return Text("\n".join(PANELS["depth"](cursor, i, self.options, self.size.width)))
+        title, names, rows = table
+        t = Text(title + "\n" + "  " + " " * 10 + "".join(f"{nm:>6}" for nm in names) + "\n")
+        for label, blocks, partial in rows:
+            # the text panel's cells, each coloured by its weight
+            t.append(f"  {label:<10}")
+            for w in depth_cells(blocks, partial, len(names) - 1):
+                if w is None:
+                    t.append(" " * 6)
+                    continue
+                idx = palette.sequential_index(np.array(round(w, 2)))    # the colour of the number shown
+                t.append(f"{w:6.2f}", Style(color="#000000" if idx >= 5 else "#ffffff",
+                                            bgcolor=palette.SEQUENTIAL[int(idx)]))
             t.append("\n")
         return t
 
