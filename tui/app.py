@@ -76,10 +76,12 @@ class LineageApp(App):
         Binding("q", "quit", "quit"),
     ]
 
-    def __init__(self, path: str | None = None, salvage: bool = False):
+    def __init__(self, path: str | None = None, salvage: bool = False, cursor=None):
+        """`cursor`: the Session or Replay of `path`, already open (headless snapshots)."""
         super().__init__()
         self.path = str(path or DEFAULT_SCENARIO)
         self.salvage = salvage
+        self._given = cursor
         self.cursor = None
         self.index = 0
         self.playing = False
@@ -101,7 +103,11 @@ class LineageApp(App):
     def on_mount(self) -> None:
         self.query_one("#loading", Static).update(f"opening {self.path} ...")
         self._fit_layout()
-        self.open(self.path)
+        if self._given is not None:
+            self._opened(self._given, self.path)
+            self._given = None
+        else:
+            self.open(self.path)
 
     def on_resize(self, event) -> None:
         self._fit_layout(event.size)

@@ -96,33 +96,33 @@ def _list(args) -> int:
 
 
 def _validate(args) -> int:
-    from lineage.scenario import load
-    from lineage.scenario_yaml import ScenarioError
-    from lineage.session import is_trace
-    bad = 0
-    for f in args.files:
-        if is_trace(f):
-            bad += _validate_trace(f)
-            continue
-        try:
-            load(_resolve(f))
-        except ScenarioError as e:
-            for p in e.problems:
-                print(str(p), file=sys.stderr)
-            bad += 1
+    bad = sum(not _check(_resolve(f), every_frame=True) for f in args.files)
     return 2 if bad else 0
 
 
-def _validate_trace(path) -> int:
+def _check(path: str, salvage: bool = False, every_frame: bool = False) -> bool:
+    """Whether a scenario loads or a trace opens (and, with every_frame, reads to the end);
+    if not, its located problems go to stderr. Torch is not imported."""
+    from lineage.scenario import load
+    from lineage.scenario_yaml import ScenarioError
+    from lineage.session import is_trace
     from lineage.trace import TraceError, TraceReader
     try:
-        r = TraceReader(path)
-        for i in range(len(r)):
-            r.frame(i)
+        if is_trace(path):
+            r = TraceReader(path, salvage=salvage)
+            for i in range(len(r) if every_frame else 0):
+                r.frame(i)
+            r.close()
+        else:
+            load(path)
+    except ScenarioError as e:
+        for p in e.problems:
+            print(str(p), file=sys.stderr)
+        return False
     except TraceError as e:
         print(str(e), file=sys.stderr)
-        return 1
-    return 0
+        return False
+    return True
 
 
 def _resolve(name: str) -> str:
@@ -191,8 +191,11 @@ def _snapshot(args) -> int:
         return _err(f"{out}: the snapshot format comes from the suffix: .txt, .svg or .png")
     if out.suffix in (".svg", ".png"):
         from tui.snapshot import render_svg, svg_to_png
-        cur.close()
-        svg = render_svg(_resolve(args.source), args.step - 1, args.panel, tuple(args.size), args.salvage)
+        try:
+            svg = render_svg(_resolve(args.source), args.step - 1, args.panel, tuple(args.size), args.salvage,
+                             cursor=cur)
+        finally:
+            cur.close()
         if out.suffix == ".svg":
             out.write_text(svg, encoding="utf-8")
         else:
@@ -211,32 +214,10 @@ def _run(path: str | None, salvage: bool) -> int:
         path = _resolve(path)
         if not Path(path).exists():
             return _err(f"{path}: no such file")
-        code = _precheck(path, salvage)
-        if code:
-            return code
+        if not _check(path, salvage):     # located problems before any screen is drawn, exit 2
+            return 2
     from tui.app import run
     return run(path, salvage=salvage)
-
-
-def _precheck(path: str, salvage: bool) -> int:
-    """A file that cannot open is reported here, located, with exit 2, before any screen is
-    drawn (inside the app, opening another file that fails keeps the current one instead)."""
-    from lineage.scenario import load
-    from lineage.scenario_yaml import ScenarioError
-    from lineage.session import is_trace
-    from lineage.trace import TraceError, TraceReader
-    try:
-        if is_trace(path):
-            TraceReader(path, salvage=salvage).close()
-        else:
-            load(path)
-    except ScenarioError as e:
-        for p in e.problems:
-            print(str(p), file=sys.stderr)
-        return 2
-    except TraceError as e:
-        return _err(str(e))
-    return 0
 
 
 def _serve(args) -> int:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 
 
-async def _render(path: str, step: int, panel: str | None, size: tuple[int, int], salvage: bool) -> str:
+async def _render(path: str, step: int, panel: str | None, size: tuple[int, int], salvage: bool,
+                  cursor) -> str:
     from .app import LineageApp
     from .widgets.panel import Panel
-    app = LineageApp(path, salvage=salvage)
+    app = LineageApp(path, salvage=salvage, cursor=cursor)
     async with app.run_test(size=size) as pilot:
         for _ in range(600):                           # up to 60 s for torch and the model to load
             await pilot.pause(0.1)
@@ -39,9 +40,10 @@ async def _render(path: str, step: int, panel: str | None, size: tuple[int, int]
 
 
 def render_svg(path: str, step: int, panel: str | None = None, size: tuple[int, int] = (160, 50),
-               salvage: bool = False) -> str:
-    """SVG of the app at 0-based `step` (the maximised `panel` if given)."""
-    return asyncio.run(_render(path, step, panel, size, salvage))
+               salvage: bool = False, cursor=None) -> str:
+    """SVG of the app at 0-based `step` (the maximised `panel` if given). `cursor`: the file
+    already opened (lineage.session.open_path), so it is not opened a second time."""
+    return asyncio.run(_render(path, step, panel, size, salvage, cursor))
 
 
 def svg_to_png(svg: str) -> bytes:
