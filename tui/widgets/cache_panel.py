@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ..text_panels import fmt_bytes as _fmt
-from .panel import Panel
+from .panel import Panel, rows_of
 
 
 def model_bytes(frame, info: dict, m: int) -> dict:
@@ -70,8 +70,7 @@ class CachePanel(Panel):
             t.append(f"; {batch:,} sequences per 141 GB card (fp32 cache)")
         self.put(self.query_one("#legend", Static), t)
         # grid rows keep the height they first measured; say how tall the content now is
-        legend_lines = sum(1 + len(line) // max(width, 1) for line in t.plain.split("\n"))
-        height = len(plot.plain.split("\n")) + legend_lines + 2
+        height = len(plot.plain.split("\n")) + rows_of(t, width) + 2
         if self.styles.height is None or self.styles.height.value != height:
             self.styles.height = height
 

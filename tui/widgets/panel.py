@@ -7,6 +7,12 @@ from textual.widgets import Static
 from .heatmap import Heatmap
 
 
+def rows_of(content, width: int) -> int:
+    """Screen rows a Text (or str) takes at `width` columns, wrapped lines included."""
+    plain = content.plain if hasattr(content, "plain") else str(content)
+    return sum(1 + len(line) // max(1, width) for line in plain.split("\n"))
+
+
 class Panel(Vertical, can_focus=True):
     """Subclasses build their children in compose() and redraw them in show().
 
@@ -59,9 +65,7 @@ class Panel(Vertical, can_focus=True):
         if getattr(static, "_lineage_last", None) == content:
             return                      # same text as on screen (a caption, most steps): no repaint
         static._lineage_last = content
-        plain = content.plain if hasattr(content, "plain") else str(content)
-        width = max(1, static.size.width)
-        shape = sum(1 + len(line) // width for line in plain.split("\n"))
+        shape = rows_of(content, static.size.width)
         last = getattr(static, "_lineage_shape", None)
         static._lineage_shape = shape
         static.update(content, layout=shape != last)
