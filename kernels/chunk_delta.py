@@ -17,9 +17,9 @@ entering the chunk, the delta writes u satisfy a unit-lower-triangular system:
     o_r   = (scale q_r e^{G_r}) S0 + sum_{s <= r} P[r, s] u_s,   P[r, s] = scale sum_i q_r[i] k_s[i] e^{G_r[i] - G_s[i]}
     S_end = e^{G_C} S0 + sum_s (k_s e^{G_C - G_s})^T u_s            (C = last token of the chunk)
 
-Five stages, each kernel launched once:
+Six stages, each kernel launched once:
 
-1. ``_chunk_cumsum_kernel``  (chunks, B*H): G = in-chunk cumsum of g, kept in fp32.
+1. ``_chunk_cumsum_kernel``  (chunks, B * cdiv(H*K, 128)): G = in-chunk cumsum of g, kept in fp32.
 2. A and P: ``_scores_inter_kernel`` (chunks * 6, B*H): one 16 x 16 block below the diagonal
    (and the zero block mirrored above it), and the diagonal 16 x 16 blocks:
    ``_scores_diag_token_kernel`` (B*T, cdiv(H, 4)) for per-channel gates, one row of its block per
@@ -27,9 +27,11 @@ Five stages, each kernel launched once:
    per block. Small independent programs with no whole-chunk tiles: an earlier 16-row-strip
    kernel spilled registers at every warp count and made the op 1.35x slower.
 3. ``_chunk_solve_kernel``   (chunks, B*H): X = (I + A)^-1 by 16 x 16 blocks.
-4. ``_chunk_apply_kernel``   (chunks, B*H): W = X (beta k e^G), U = X (beta v).
-5. ``_chunk_state_kernel``   (V blocks, B*H): walks the chunks in order carrying S in registers,
-   writes o and the final state.
+4. ``_chunk_apply_kernel``   (chunks, B*H): W = X (beta k e^G), U = X (beta v), and the gated
+   keys KG = k e^{G_C - G} of the state update.
+5. ``_chunk_state_kernel``   (V blocks, B*H): walks the chunks in order carrying S in registers;
+   stores the state entering each chunk, u = U - W S and the final state.
+6. ``_chunk_out_kernel``     (V blocks, chunks, B*H): o = (scale q e^G) S0 + P u, every chunk at once.
 
 Overflow: decays are only ever exponentiated as differences that are <= 0. Where a product
 e^{G_r - G_s} must become a matmul (blocks below the diagonal), it is split at the first token
@@ -58,16 +60,19 @@ GATE_NONE, GATE_HEAD, GATE_CHANNEL = 0, 1, 2
 # --------------------------------------------------------------------------- kernel 1
 
 @triton.jit(do_not_specialize=["T"])
-def _chunk_cumsum_kernel(g, G, T, H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr):
+def _chunk_cumsum_kernel(g, G, T, HD: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr):
     """G[t] = sum of g over the chunk's tokens up to and including t.
-    g, G: (B, T, H, D) with D = K (per channel) or D = 1 (per head, (B, T, H))."""
-    i_t, i_bh = tl.program_id(0), tl.program_id(1)
-    i_b, i_h = i_bh // H, i_bh % H
+    g, G: (B, T, H, D) with D = K (per channel) or D = 1 (per head, (B, T, H)), seen as
+    (B, T, HD) with HD = H * D: a program takes BN contiguous columns (heads x channels) of one
+    chunk. Grid (chunks, B * cdiv(HD, BN))."""
+    i_t, i_bn = tl.program_id(0), tl.program_id(1)
+    NN = tl.cdiv(HD, BN)
+    i_b, i_n = i_bn // NN, i_bn % NN
     o_t = i_t * BT + tl.arange(0, BT)                                   # (BT,)
-    o_d = tl.arange(0, BD)                                              # (BD,)
-    m = (o_t < T)[:, None] & (o_d < D)[None, :]
-    off = ((i_b.to(tl.int64) * T + o_t[:, None]) * H + i_h) * D + o_d[None, :]   # (BT, BD)
-    b_g = tl.load(g + off, mask=m, other=0.).to(tl.float32)            # (BT, BD)
+    o_n = i_n * BN + tl.arange(0, BN)                                   # (BN,)
+    m = (o_t < T)[:, None] & (o_n < HD)[None, :]
+    off = (i_b.to(tl.int64) * T + o_t[:, None]) * HD + o_n[None, :]     # (BT, BN)
+    b_g = tl.load(g + off, mask=m, other=0.).to(tl.float32)            # (BT, BN)
     tl.store(G + off, tl.cumsum(b_g, axis=0), mask=m)
 
 
@@ -314,10 +319,12 @@ def _chunk_solve_kernel(A, X, T, H: tl.constexpr, BT: tl.constexpr, BC: tl.const
 
 
 @triton.jit(do_not_specialize=["T"])
-def _chunk_apply_kernel(k, v, G, beta, X, W, U, T,
+def _chunk_apply_kernel(k, v, G, beta, X, W, U, KG, T,
                         H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                         BC: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, GATE: tl.constexpr, PREC: tl.constexpr):
-    """W = X (beta k e^G) and U = X (beta v) for one chunk, as (BT, BT) x (BT, BK) matmuls.
+    """W = X (beta k e^G) and U = X (beta v) for one chunk, as (BT, BT) x (BT, BK) matmuls, and
+    the gated keys the state pass adds with, KG = k e^{G_C - G} (C: the chunk's last token;
+    not written without gates, where KG is k itself).
     X (B, T, H, BT) holds the inverse's lower blocks; entries right of the diagonal block of a
     row were never written and are masked to 0 here."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
@@ -329,87 +336,126 @@ def _chunk_apply_kernel(k, v, G, beta, X, W, U, T,
     m_X = m_t[:, None] & (o_c[None, :] < (o_c[:, None] // BC + 1) * BC)
     b_X = tl.load(X + rows[:, None] * BT + o_c[None, :], mask=m_X, other=0.)          # (BT, BT)
     b_beta = tl.load(beta + rows, mask=m_t, other=0.).to(tl.float32)                  # (BT,)
+    row_l = (i_b * T + tl.minimum(i_t * BT + BT, T) - 1) * H + i_h                  # last token of the chunk
     if GATE == 1:
-        b_eg = tl.exp(tl.minimum(tl.load(G + rows, mask=m_t, other=0.), 0.))          # (BT,)
+        b_g = tl.load(G + rows, mask=m_t, other=0.)                                     # (BT,)
+        b_eg = tl.exp(tl.minimum(b_g, 0.))
+        b_egl = tl.exp(tl.minimum(tl.load(G + row_l) - b_g, 0.))                       # e^{G_C - G}
     for i_k in tl.static_range(0, K, BK):
         o_k = i_k + tl.arange(0, BK)
         m = m_t[:, None] & (o_k < K)[None, :]
-        b_r = tl.load(k + rows[:, None] * K + o_k[None, :], mask=m, other=0.).to(tl.float32) * b_beta[:, None]
+        p_k = rows[:, None] * K + o_k[None, :]
+        b_k = tl.load(k + p_k, mask=m, other=0.).to(tl.float32)                         # (BT, BK)
+        b_r = b_k * b_beta[:, None]
         if GATE == 2:
-            b_r *= tl.exp(tl.minimum(tl.load(G + rows[:, None] * K + o_k[None, :], mask=m, other=0.), 0.))
+            b_g = tl.load(G + p_k, mask=m, other=0.)
+            b_gl = tl.load(G + row_l * K + o_k, mask=o_k < K, other=0.)                  # (BK,)
+            b_r *= tl.exp(tl.minimum(b_g, 0.))
+            tl.store(KG + p_k, (b_k * tl.exp(tl.minimum(b_gl[None, :] - b_g, 0.))).to(KG.dtype.element_ty), mask=m)
         elif GATE == 1:
             b_r *= b_eg[:, None]
-        b_w = tl.dot(b_X, b_r, input_precision=PREC)                                  # (BT, BK)
-        tl.store(W + rows[:, None] * K + o_k[None, :], b_w.to(W.dtype.element_ty), mask=m)
+            tl.store(KG + p_k, (b_k * b_egl[:, None]).to(KG.dtype.element_ty), mask=m)
+        b_w = tl.dot(b_X, b_r.to(b_X.dtype), input_precision=PREC)                    # (BT, BK)
+        tl.store(W + p_k, b_w.to(W.dtype.element_ty), mask=m)
     for i_v in tl.static_range(0, V, BV):
         o_v = i_v + tl.arange(0, BV)
         m = m_t[:, None] & (o_v < V)[None, :]
         b_r = tl.load(v + rows[:, None] * V + o_v[None, :], mask=m, other=0.).to(tl.float32) * b_beta[:, None]
-        b_u = tl.dot(b_X, b_r, input_precision=PREC)                                  # (BT, BV)
+        b_u = tl.dot(b_X, b_r.to(b_X.dtype), input_precision=PREC)                    # (BT, BV)
         tl.store(U + rows[:, None] * V + o_v[None, :], b_u.to(U.dtype.element_ty), mask=m)
 
 
-# --------------------------------------------------------------------------- kernel 4
+# --------------------------------------------------------------------------- kernels 5 and 6
 
 @triton.jit(do_not_specialize=["T"])
-def _chunk_state_kernel(q, k, G, W, U, P, S0, S, o, scale, T,
+def _chunk_state_kernel(KG, G, W, U, S0, S, Hc, Vn, T,
                         H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                         BK: tl.constexpr, BV: tl.constexpr, GATE: tl.constexpr,
-                        HAS_INIT: tl.constexpr, PREC: tl.constexpr, DOT: tl.constexpr):
+                        HAS_INIT: tl.constexpr, PREC: tl.constexpr):
     """The only sequential part: for each chunk in order, with S (BK, BV) in registers,
 
-        u     = U - W S                                   (BT, BV)
-        o     = (scale q e^G) S + P u                     (BT, BV)
-        S_new = e^{G_C} S + (k e^{G_C - G})^T u           (BK, BV)
+        Hc[chunk] = S                                     (the state entering the chunk)
+        u         = U - W S                               (BT, BV), stored to Vn
+        S         = e^{G_C} S + KG^T u                    (BK, BV)
 
-    S0, S: (B, H, K, V) fp32; o: (B, T, H, V)."""
+    Only what the next chunk needs is on this path; o is computed afterwards for all chunks in
+    parallel (_chunk_out_kernel). The chunk's tiles are small (W, KG and U in the input dtype)
+    so the loads of the next chunk can be pipelined behind this one's matmuls.
+    KG, W: (B, T, H, K); U, Vn: (B, T, H, V); S0, S: (B, H, K, V) fp32; Hc: (B*H, NT, K, V)
+    in the matmul operand dtype. Grid (V blocks, B*H)."""
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = (i_bh // H).to(tl.int64), i_bh % H
+    NT = tl.cdiv(T, BT)
     o_k = tl.arange(0, BK)
     o_v = i_v * BV + tl.arange(0, BV)
     o_c = tl.arange(0, BT)
     m_k, m_v = o_k < K, o_v < V
-    p_S = (i_bh.to(tl.int64) * K + o_k[:, None]) * V + o_v[None, :]               # (BK, BV)
     m_S = m_k[:, None] & m_v[None, :]
+    p_S = o_k[:, None] * V + o_v[None, :]                                          # (BK, BV) in one (K, V)
     if HAS_INIT:
-        b_S = tl.load(S0 + p_S, mask=m_S, other=0.).to(tl.float32)
+        b_S = tl.load(S0 + i_bh.to(tl.int64) * K * V + p_S, mask=m_S, other=0.).to(tl.float32)
     else:
         b_S = tl.zeros([BK, BV], dtype=tl.float32)
-    for i_t in range(0, tl.cdiv(T, BT)):
+    for i_t in range(0, NT):
         o_t = i_t * BT + o_c
         m_t = o_t < T
         rows = (i_b * T + o_t) * H + i_h                                             # (BT,)
         row_l = (i_b * T + tl.minimum(i_t * BT + BT, T) - 1) * H + i_h              # last token of the chunk
-        m_tk = m_t[:, None] & m_k[None, :]
-        m_tv = m_t[:, None] & m_v[None, :]
-        b_w = tl.load(W + rows[:, None] * K + o_k[None, :], mask=m_tk, other=0.).to(tl.float32)   # (BT, BK)
-        b_u = tl.load(U + rows[:, None] * V + o_v[None, :], mask=m_tv, other=0.).to(tl.float32)   # (BT, BV)
-        b_p = tl.load(P + rows[:, None] * BT + o_c[None, :], mask=m_t[:, None], other=0.).to(tl.float32)  # (BT, BT)
-        b_q = tl.load(q + rows[:, None] * K + o_k[None, :], mask=m_tk, other=0.).to(tl.float32)
-        b_k = tl.load(k + rows[:, None] * K + o_k[None, :], mask=m_tk, other=0.).to(tl.float32)
+        tl.store(Hc + (i_bh.to(tl.int64) * NT + i_t) * K * V + p_S, b_S.to(Hc.dtype.element_ty), mask=m_S)
+        b_w = tl.load(W + rows[:, None] * K + o_k[None, :], mask=m_t[:, None] & m_k[None, :], other=0.)   # (BT, BK)
+        b_u = tl.load(U + rows[:, None] * V + o_v[None, :], mask=m_t[:, None] & m_v[None, :], other=0.)   # (BT, BV)
+        b_v = b_u.to(tl.float32) - tl.dot(b_w.to(Hc.dtype.element_ty), b_S.to(Hc.dtype.element_ty),
+                                          input_precision=PREC)
+        b_v = b_v.to(Vn.dtype.element_ty)
+        tl.store(Vn + rows[:, None] * V + o_v[None, :], b_v, mask=m_t[:, None] & m_v[None, :])
+        # KG loaded as its transpose (BK, BT), the matmul's left operand
+        b_kt = tl.load(KG + rows[None, :] * K + o_k[:, None], mask=m_k[:, None] & m_t[None, :], other=0.)
         if GATE == 2:
-            b_g = tl.load(G + rows[:, None] * K + o_k[None, :], mask=m_tk, other=0.)          # (BT, BK)
-            b_gl = tl.load(G + row_l * K + o_k, mask=m_k, other=0.)                            # (BK,)
-            b_q *= scale * tl.exp(tl.minimum(b_g, 0.))
-            b_k *= tl.exp(tl.minimum(b_gl[None, :] - b_g, 0.))
+            b_S *= tl.exp(tl.minimum(tl.load(G + row_l * K + o_k, mask=m_k, other=0.), 0.))[:, None]
         elif GATE == 1:
-            b_g = tl.load(G + rows, mask=m_t, other=0.)                                        # (BT,)
-            b_gl = tl.load(G + row_l)                                                          # scalar
-            b_q *= scale * tl.exp(tl.minimum(b_g, 0.))[:, None]
-            b_k *= tl.exp(tl.minimum(b_gl - b_g, 0.))[:, None]
+            b_S *= tl.exp(tl.minimum(tl.load(G + row_l), 0.))
+        b_S += tl.dot(b_kt.to(Vn.dtype.element_ty), b_v, input_precision=PREC)
+    tl.store(S + i_bh.to(tl.int64) * K * V + p_S, b_S, mask=m_S)
+
+
+@triton.jit(do_not_specialize=["T"])
+def _chunk_out_kernel(q, G, Hc, Vn, P, o, scale, T,
+                      H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                      BK: tl.constexpr, BV: tl.constexpr, GATE: tl.constexpr, PREC: tl.constexpr):
+    """o of one chunk, from the state entering it and its delta writes:
+
+        o = (scale q e^G) Hc[chunk] + P u                 (BT, BV)
+
+    Grid (V blocks, chunks, B*H): every chunk at once."""
+    i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_b, i_h = (i_bh // H).to(tl.int64), i_bh % H
+    NT = tl.cdiv(T, BT)
+    o_c = tl.arange(0, BT)
+    o_t = i_t * BT + o_c
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_t, m_v = o_t < T, o_v < V
+    rows = (i_b * T + o_t) * H + i_h                                                 # (BT,)
+    p_h = Hc + (i_bh.to(tl.int64) * NT + i_t) * K * V
+    if GATE == 1:
+        b_eg = tl.exp(tl.minimum(tl.load(G + rows, mask=m_t, other=0.), 0.)) * scale     # (BT,)
+    b_o = tl.zeros([BT, BV], dtype=tl.float32)
+    for i_k in range(0, K, BK):
+        o_k = i_k + tl.arange(0, BK)
+        m_k = o_k < K
+        m = m_t[:, None] & m_k[None, :]
+        b_q = tl.load(q + rows[:, None] * K + o_k[None, :], mask=m, other=0.).to(tl.float32)           # (BT, BK)
+        if GATE == 2:
+            b_q *= tl.exp(tl.minimum(tl.load(G + rows[:, None] * K + o_k[None, :], mask=m, other=0.), 0.)) * scale
+        elif GATE == 1:
+            b_q *= b_eg[:, None]
         else:
             b_q *= scale
-        b_Sd = b_S.to(DOT)                           # DOT: fp32 (tf32 / ieee), or bf16 operands
-        b_v = b_u - tl.dot(b_w.to(DOT), b_Sd, input_precision=PREC)                          # (BT, BV)
-        b_vd = b_v.to(DOT)
-        b_o = tl.dot(b_q.to(DOT), b_Sd, input_precision=PREC) + tl.dot(b_p.to(DOT), b_vd, input_precision=PREC)
-        tl.store(o + rows[:, None] * V + o_v[None, :], b_o.to(o.dtype.element_ty), mask=m_tv)
-        if GATE == 2:
-            b_S *= tl.exp(tl.minimum(b_gl, 0.))[:, None]
-        elif GATE == 1:
-            b_S *= tl.exp(tl.minimum(b_gl, 0.))
-        b_S += tl.dot(tl.trans(b_k.to(DOT)), b_vd, input_precision=PREC)
-    tl.store(S + p_S, b_S, mask=m_S)
+        b_h = tl.load(p_h + o_k[:, None] * V + o_v[None, :], mask=m_k[:, None] & m_v[None, :], other=0.)   # (BK, BV)
+        b_o += tl.dot(b_q.to(Hc.dtype.element_ty), b_h, input_precision=PREC)
+    b_p = tl.load(P + rows[:, None] * BT + o_c[None, :], mask=m_t[:, None], other=0.)                  # (BT, BT)
+    b_u = tl.load(Vn + rows[:, None] * V + o_v[None, :], mask=m_t[:, None] & m_v[None, :], other=0.)  # (BT, BV)
+    b_o += tl.dot(b_p.to(Vn.dtype.element_ty), b_u, input_precision=PREC)
+    tl.store(o + rows[:, None] * V + o_v[None, :], b_o.to(o.dtype.element_ty), mask=m_t[:, None] & m_v[None, :])
 
 
 # --------------------------------------------------------------------------- launcher
@@ -417,18 +463,29 @@ def _chunk_state_kernel(q, k, G, W, U, P, S0, S, o, scale, T,
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
+_TORCH_OF = {tl.float32: torch.float32, tl.bfloat16: torch.bfloat16, tl.float16: torch.float16}
+
+
 def _pow2(n: int, lo: int = 16) -> int:
     return max(lo, triton.next_power_of_2(n))
 
 
-def _state_config(K: int, V: int) -> tuple[int, int, int]:
-    """(BV, num_warps, num_stages) of the sequential kernel: S is (BK, BV) fp32 in registers.
-    One pipeline stage: the per-chunk tiles (W, q, k, G, P) take ~120 KB of shared memory at
-    K = 128, two stages do not fit in the H200's 227 KB."""
+def _state_config(K: int, V: int, half: bool) -> tuple[int, int, int]:
+    """(BV, num_warps, num_stages) of the sequential kernel: S is (BK, BV) fp32 in registers;
+    a stage of its pipeline holds one chunk's W and KG tiles (BT x BK each) and U."""
     BK = _pow2(K)
-    if BK <= 64:
-        return min(_pow2(V), 64), 4, 2
-    return 32, (4 if BK <= 128 else 8), 1
+    return 32, 4, (2 if BK * (2 if half else 4) <= 256 else 1)
+
+
+def _cumsum(g, cfg=(128, 8)):
+    """Launches stage 1: the in-chunk cumsum of contiguous g (B, T, H) or (B, T, H, K), in fp32.
+    cfg = (columns a program, num_warps)."""
+    B, T = g.shape[:2]
+    HD = g[0, 0].numel()
+    G = torch.empty(g.shape, device=g.device, dtype=torch.float32)
+    BN = min(_pow2(HD, 1), cfg[0])
+    _chunk_cumsum_kernel[(triton.cdiv(T, BT), B * triton.cdiv(HD, BN))](g, G, T, HD=HD, BT=BT, BN=BN, num_warps=cfg[1])
+    return G
 
 
 def _scores(q, k, G, beta, A, P, scale: float, gate: int, prec: str, opt: dict) -> None:
@@ -454,12 +511,14 @@ def _scores(q, k, G, beta, A, P, scale: float, gate: int, prec: str, opt: dict) 
 
 
 def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, name: str, options=None):
-    """Checks, allocates, launches the five stages. ``options`` (benchmarks only) overrides
-    the tuned choices: inter (dtype of W, U, P), split_inter (BK, num_warps), split_diag
-    (BK, num_warps; per-head and no gates) and diag_token (BH, num_warps; per-channel gates)
-    of the score kernels,
-    dot (operand dtype of the sequential kernel's matmuls for 16-bit inputs, a tl dtype),
-    state (BV, num_warps, num_stages), solve and apply (num_warps of those kernels). Unknown
+    """Checks, allocates, launches the six stages. ``options`` (benchmarks only) overrides
+    the tuned choices: cumsum (columns a program, num_warps), inter (dtype of W, U, P, KG),
+    x (dtype of X = (I + A)^-1), split_inter (BK, num_warps), split_diag (BK, num_warps;
+    per-head and no gates) and diag_token (BH, num_warps; per-channel gates) of the score
+    kernels, solve and apply (num_warps of those kernels), dot (operand dtype of the state
+    pass's matmuls for 16-bit inputs, a tl dtype; also the dtype the entering states and
+    delta writes are stored in), state (BV, num_warps, num_stages) of the sequential kernel,
+    out (BK, BV, num_warps, num_stages) of the output kernel. Unknown
     names are an error."""
     if q.dim() != 4 or k.shape != q.shape:
         raise ValueError(f"{name}: q and k must both be (B, T, H, K); got {tuple(q.shape)} and {tuple(k.shape)}")
@@ -512,8 +571,9 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
     # for the earlier diagonal kernel (16 x 16 blocks cut into 4-token sub-blocks). Storing each
     # step's entries at once instead of gathering the row first: that stage 300 -> 258 us at 8
     # heads and 4 warps, 257 us at (4, 2), the default; (16, 4) 279, (8, 2) 277 us.
-    opt = dict(inter=q.dtype, split_inter=(32, 1), split_diag=(32, 1), diag_token=(4, 2), solve=1, apply=4,
-               dot=dot16 if half and q.is_cuda else tl.float32, state=_state_config(K, V))
+    opt = dict(inter=q.dtype, split_inter=(32, 1), split_diag=(32, 1), diag_token=(4, 2), solve=1, apply=4, x=torch.float32, cumsum=(128, 8),
+               dot=dot16 if half and q.is_cuda else tl.float32, state=_state_config(K, V, half and q.is_cuda),
+               out=(64, 64, 4, 2))
     unknown = set(options or {}) - set(opt)
     if unknown:     # a misspelt option would silently time the defaults
         raise ValueError(f"{name}: unknown options {sorted(unknown)}; known: {sorted(opt)}")
@@ -528,10 +588,7 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
     # 1. G = in-chunk cumsum of g (fp32)
     if gate != GATE_NONE:
         g = g.contiguous()
-        D = K if gate == GATE_CHANNEL else 1
-        G = torch.empty(g.shape, device=dev, dtype=torch.float32)
-        _chunk_cumsum_kernel[(NT, B * H)](g, G, T, H=H, D=D, BT=BT, BD=_pow2(D, 1),
-                                          num_warps=4 if D <= 64 else 8)
+        G = _cumsum(g, opt["cumsum"])
     else:
         G = q  # never read
 
@@ -541,22 +598,31 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
     _scores(q, k, G, beta, A, P, scale, gate, prec, opt)
 
     # 3. X = (I + A)^-1
-    X = torch.empty(B, T, H, BT, device=dev, dtype=torch.float32)
+    X = torch.empty(B, T, H, BT, device=dev, dtype=opt["x"])
     _chunk_solve_kernel[(NT, B * H)](A, X, T, H=H, BT=BT, BC=BC, PREC=prec, num_warps=opt["solve"])
 
-    # 4. W = X beta k e^G, U = X beta v
+    # 4. W = X beta k e^G, U = X beta v, KG = k e^{G_C - G}
     W = torch.empty(B, T, H, K, device=dev, dtype=opt["inter"])
     U = torch.empty(B, T, H, V, device=dev, dtype=opt["inter"])
-    _chunk_apply_kernel[(NT, B * H)](k, v, G, beta, X, W, U, T, H=H, K=K, V=V, BT=BT, BC=BC,
+    KG = torch.empty(B, T, H, K, device=dev, dtype=opt["inter"]) if gate != GATE_NONE else k
+    _chunk_apply_kernel[(NT, B * H)](k, v, G, beta, X, W, U, KG, T, H=H, K=K, V=V, BT=BT, BC=BC,
                                      BK=BK, BV=BV, GATE=gate, PREC=prec, num_warps=opt["apply"])
 
-    # 5. the chunks in order: o and the final state
-    o = torch.empty(B, T, H, V, device=dev, dtype=q.dtype)
-    sBV, warps, stages = opt["state"]
-    dot = opt["dot"] if q.dtype != torch.float32 else tl.float32
+    # 5. the chunks in order: the state entering each chunk, the delta writes u, the final state
+    dot = _TORCH_OF[opt["dot"]] if q.dtype != torch.float32 else torch.float32
+    Hc = torch.empty(B * H, NT, K, V, device=dev, dtype=dot)
+    Vn = torch.empty(B, T, H, V, device=dev, dtype=dot)
+    sBV, sW, sS = opt["state"]
     _chunk_state_kernel[(triton.cdiv(V, sBV), B * H)](
-        q, k, G, W, U, P, S0, S, o, scale, T, H=H, K=K, V=V, BT=BT, BK=_pow2(K), BV=sBV, GATE=gate,
-        HAS_INIT=initial_state is not None, PREC=prec, DOT=dot, num_warps=warps, num_stages=stages)
+        KG, G, W, U, S0, S, Hc, Vn, T, H=H, K=K, V=V, BT=BT, BK=_pow2(K), BV=sBV, GATE=gate,
+        HAS_INIT=initial_state is not None, PREC=prec, num_warps=sW, num_stages=sS)
+
+    # 6. o for every chunk at once
+    o = torch.empty(B, T, H, V, device=dev, dtype=q.dtype)
+    oBK, oBV, oW, oS = opt["out"]
+    _chunk_out_kernel[(triton.cdiv(V, oBV), NT, B * H)](
+        q, G, Hc, Vn, P, o, scale, T, H=H, K=K, V=V, BT=BT, BK=min(_pow2(K), oBK), BV=min(_pow2(V), oBV),
+        GATE=gate, PREC=prec, num_warps=oW, num_stages=oS)
     return o, S
 
 

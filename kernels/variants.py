@@ -3,7 +3,7 @@
     python -m kernels.variants '{}' '{"solve": 2}' '{"diag_token": [4, 2]}' ...
 
 Each argument is a JSON dict of `chunk_delta._chunk_delta` options (tuples as lists, dtypes by
-name: "dot": "float32" means tl.float32, "inter": "float32" means torch.float32). Prints the
+name: "dot": "float32" means tl.float32, "inter": "float32" / "x": "bfloat16" mean torch dtypes). Prints the
 benchmark's median time (kernels.bench.Timer) and the relative RMS error against the fp32
 reference. Stops at the first failure: a kernel fault poisons the CUDA context, so run a
 suspect variant in its own process. The benchmark's --sweep covers the tuned set; this is for
@@ -28,8 +28,9 @@ def main(argv=None) -> int:
         opt = {key: tuple(val) if isinstance(val, list) else val for key, val in json.loads(arg).items()}
         if "dot" in opt:
             opt["dot"] = getattr(tl, opt["dot"])
-        if "inter" in opt:
-            opt["inter"] = getattr(torch, opt["inter"])
+        for key in ("inter", "x"):
+            if key in opt:
+                opt[key] = getattr(torch, opt[key])
         try:
             t, err = time_kda_options(timer, xs, ref, opt)
             print(f"{arg}: {t * 1e6:.0f} us, error {err:.2e}", flush=True)

@@ -172,9 +172,7 @@ def test_scores_equal_their_definition(impl, gate):
     q, k, v, g, beta, S0 = make(T, K, per_channel=(gate == 2), seed=gate)
     G = torch.zeros(0)
     if gate:
-        D = K if gate == 2 else 1
-        G = torch.empty(g.shape)
-        cd._chunk_cumsum_kernel[(-(-T // 64), B * H)](g, G, T, H=H, D=D, BT=64, BD=cd._pow2(D, 1))
+        G = cd._cumsum(g)
     opt = {"split_inter": (32, 4), "split_diag": (32, 4), "diag_token": (4, 2), **SCORES[impl]}
     A = torch.full((B, T, H, 64), float("nan"))
     P = torch.full((B, T, H, 64), float("nan"))
@@ -208,6 +206,21 @@ def test_diagonal_scores_with_head_groups():
     A_ref, P_ref = scores_reference(q, k, g, beta, 0.3, 2)
     close(A, A_ref, rtol=1e-5)
     close(P, P_ref, rtol=1e-5)
+
+
+@pytest.mark.parametrize("gate", [2, 1, 0], ids=["kda", "gdn", "dn"])
+def test_chunked_at_other_tilings(gate):
+    """The cumsum, state and output kernels at tiles smaller than the head: the cumsum in
+    column blocks of 32 over H*K = 96 (H = 2 for per-head gates), the state pass in three
+    V blocks of 16, the output kernel over three K slices of 16 and three V blocks."""
+    T, K = 130, 48
+    q, k, v, g, beta, S0 = make(T, K, per_channel=(gate == 2), seed=20 + gate)
+    gates = (g,) if gate else ()
+    opt = {"cumsum": (32, 4), "state": (16, 4, 1), "out": (16, 16, 4, 1)}
+    o, S = cd._chunk_delta(q, k, v, g if gate else None, beta, None, S0, 64, gate, "x", options=opt)
+    o_ref, S_ref = REFS[gate](*d(q, k, v, *gates, beta), initial_state=S0.double())
+    close(o, o_ref)
+    close(S, S_ref)
 
 
 def test_chunked_rejects_bad_options():
