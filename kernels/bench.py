@@ -354,8 +354,13 @@ def bench_chunk(ctx):
             log(f"   profile {name}: " + "; ".join(f"{x['kernel'][:40]} {x['us_per_call']:.0f} us" for x in kern[:8]))
 
     if ctx["sweep"]:
-        variants = [{}, {"state": (64, 8, 1)}, {"inter": torch.float32, "dot": triton_fp32()}]
-        # the score kernels (defaults (32, 1) and (8, 4)): split_inter = (BK, num_warps) of the
+        variants = [{}, {"x": torch.float32}, {"inter": torch.float32, "dot": triton_fp32()}]
+        # the state pass: state = (BV, warps, stages) of the sequential kernel (default (64, 4, 3)),
+        # out = (BK, BV, warps, stages) of the output kernel (default (64, 128, 4, 2))
+        variants += [{"state": c} for c in ((32, 4, 2), (64, 4, 2), (64, 4, 4))] + \
+            [{"out": c} for c in ((64, 64, 4, 2), (64, 128, 8, 3), (128, 128, 4, 2))] + \
+            [{"cumsum": c} for c in ((128, 8), (256, 4))]
+        # the score kernels (defaults (32, 1) and (4, 2)): split_inter = (BK, num_warps) of the
         # blocks below the diagonal, diag_token = (heads a program, num_warps) of the diagonal blocks
         variants += [{"split_inter": c} for c in ((64, 1), (32, 2), (32, 4), (16, 1))] + \
             [{"diag_token": c} for c in ((2, 1), (4, 2), (8, 2), (16, 4))]
