@@ -42,9 +42,10 @@ Inside a diagonal block no such token exists, so per-channel gates are computed 
 there, e^{G_r - G_s} exactly. Arguments are clamped with min(., 0) as well, so padded rows
 (t >= T, loaded as 0) can never produce inf * 0.
 
-Precision: fp32 inputs run every matmul in full fp32 (ieee). 16-bit inputs use tf32 in the
-parallel kernels, keep W, U, P in the input dtype and give the sequential kernel 16-bit matmul
-operands; accumulation and the state are always fp32.
+Precision: fp32 inputs run every matmul in full fp32 (ieee) and store everything in fp32.
+16-bit inputs use tf32 for the score matmuls, keep W, U, P, the gated keys, u and the chunks'
+entering states in the input dtype (bf16 inputs also X), and feed those to 16-bit matmuls;
+G, A, accumulation and the carried state are always fp32.
 """
 from __future__ import annotations
 
