@@ -138,11 +138,6 @@ def rel_rms(a, b) -> float:
     return ((a - b).norm() / b.norm().clamp_min(1e-300)).item()
 
 
-def triton_fp32():
-    import triton.language as tl
-    return tl.float32
-
-
 def try_fla():
     try:
         from fla.ops.kda import chunk_kda, fused_recurrent_kda
@@ -354,7 +349,7 @@ def bench_chunk(ctx):
             log(f"   profile {name}: " + "; ".join(f"{x['kernel'][:40]} {x['us_per_call']:.0f} us" for x in kern[:8]))
 
     if ctx["sweep"]:
-        variants = [{}, {"x": torch.float32}, {"inter": torch.float32, "dot": triton_fp32()}]
+        variants = [{}, {"x": torch.float32}, {"inter": torch.float32, "dot": torch.float32}]
         # the state pass: state = (BV, warps, stages) of the sequential kernel (default (64, 4, 3)),
         # out = (BK, BV, warps, stages) of the output kernel (default (64, 128, 4, 2))
         variants += [{"state": c} for c in ((32, 4, 2), (64, 4, 2), (64, 4, 4))] + \

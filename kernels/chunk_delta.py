@@ -19,7 +19,7 @@ entering the chunk, the delta writes u satisfy a unit-lower-triangular system:
 
 Six stages, each kernel launched once:
 
-1. ``_chunk_cumsum_kernel``  (chunks, B * cdiv(H*K, 128)): G = in-chunk cumsum of g, kept in fp32
+1. ``_chunk_cumsum_kernel``  (chunks, cdiv(H*D, 64), B), D = K or 1: G = in-chunk cumsum of g, kept in fp32
    and in base-2 units (times log2 e): the kernels below write e^{G_r - G_s} as exp2 of the
    stored difference.
 2. A and P: ``_scores_inter_kernel`` (chunks * 6, B*H): one 16 x 16 block below the diagonal
@@ -32,7 +32,9 @@ Six stages, each kernel launched once:
 4. ``_chunk_apply_kernel``   (chunks, B*H): W = X (beta k e^G), U = X (beta v), and the gated
    keys KG = k e^{G_C - G} of the state update.
 5. ``_chunk_state_kernel``   (V blocks, B*H): walks the chunks in order carrying S in registers;
-   stores the state entering each chunk, u = U - W S and the final state.
+   stores the state entering each chunk, u = U - W S and the final state. The entering
+   states are scratch of B*H*chunks*K*V in the matmul operand dtype: 134 MB at B=4, T=4096,
+   H=16, K=V=128 in bf16, 1 GiB at B=1, T=128k.
 6. ``_chunk_out_kernel``     (V blocks, chunks, B*H): o = (scale q e^G) S0 + P u, every chunk at once.
 
 Overflow: decays are only ever exponentiated as differences that are <= 0. Where a product
@@ -48,6 +50,8 @@ entering states in the input dtype (bf16 inputs also X), and feed those to 16-bi
 G, A, accumulation and the carried state are always fp32.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 import triton
@@ -69,10 +73,8 @@ def _chunk_cumsum_kernel(g, G, T, HD: tl.constexpr, BT: tl.constexpr, BN: tl.con
     units, so that every decay downstream is one exp2 (tl.exp is a multiply and an exp2).
     g, G: (B, T, H, D) with D = K (per channel) or D = 1 (per head, (B, T, H)), seen as
     (B, T, HD) with HD = H * D: a program takes BN contiguous columns (heads x channels) of one
-    chunk. Grid (chunks, B * cdiv(HD, BN))."""
-    i_t, i_bn = tl.program_id(0), tl.program_id(1)
-    NN = tl.cdiv(HD, BN)
-    i_b, i_n = i_bn // NN, i_bn % NN
+    chunk. Grid (chunks, cdiv(HD, BN), B)."""
+    i_t, i_n, i_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     o_t = i_t * BT + tl.arange(0, BT)                                   # (BT,)
     o_n = i_n * BN + tl.arange(0, BN)                                   # (BN,)
     m = (o_t < T)[:, None] & (o_n < HD)[None, :]
@@ -266,7 +268,8 @@ def _store_block(X, b_x, i_b, i_h, T, t0, I: tl.constexpr, J: tl.constexpr,
 
 @triton.jit(do_not_specialize=["T"])
 def _chunk_solve_kernel(A, X, T, H: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, PREC: tl.constexpr):
-    """X = (I + A)^-1 for one chunk. A and X: (B, T, H, BT), fp32.
+    """X = (I + A)^-1 for one chunk. A and X: (B, T, H, BT); A fp32, X fp32 or bf16 (rounded
+    only at the store: the solve itself runs in fp32).
 
     A is strictly lower triangular; with 16 x 16 blocks A_IJ and X_IJ:
       diagonal:  X_II = (I + A_II)^-1 by forward substitution on all four blocks at once
@@ -468,14 +471,11 @@ def _chunk_out_kernel(q, G, Hc, Vn, P, o, scale, T,
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
-_TORCH_OF = {tl.float32: torch.float32, tl.bfloat16: torch.bfloat16, tl.float16: torch.float16}
-
-
 def _pow2(n: int, lo: int = 16) -> int:
     return max(lo, triton.next_power_of_2(n))
 
 
-def _state_config(K: int, V: int, half: bool) -> tuple[int, int, int]:
+def _state_config(K: int, half: bool) -> tuple[int, int, int]:
     """(BV, num_warps, num_stages) of the sequential kernel: S is (BK, BV) fp32 in registers;
     a stage of its pipeline holds one chunk's W and KG tiles (BT x BK each) and U (BT x BV).
     Measured on the H200 at B=4, T=4096, H=16, K=V=128, bf16, whole op (one run, other stages
@@ -492,10 +492,10 @@ def _cumsum(g, cfg=(64, 4)):
     """Launches stage 1: the in-chunk cumsum of contiguous g (B, T, H) or (B, T, H, K), in fp32.
     cfg = (columns a program, num_warps)."""
     B, T = g.shape[:2]
-    HD = g[0, 0].numel()
+    HD = math.prod(g.shape[2:])
     G = torch.empty(g.shape, device=g.device, dtype=torch.float32)
     BN = min(_pow2(HD, 1), cfg[0])
-    _chunk_cumsum_kernel[(triton.cdiv(T, BT), B * triton.cdiv(HD, BN))](g, G, T, HD=HD, BT=BT, BN=BN, num_warps=cfg[1])
+    _chunk_cumsum_kernel[(triton.cdiv(T, BT), triton.cdiv(HD, BN), B)](g, G, T, HD=HD, BT=BT, BN=BN, num_warps=cfg[1])
     return G
 
 
@@ -523,12 +523,13 @@ def _scores(q, k, G, beta, A, P, scale: float, gate: int, prec: str, opt: dict) 
 
 def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, name: str, options=None):
     """Checks, allocates, launches the six stages. ``options`` (benchmarks only) overrides
-    the tuned choices: cumsum (columns a program, num_warps), inter (dtype of W, U, P, KG),
+    the tuned choices: cumsum (columns a program, num_warps), inter (dtype of W, U, P, and KG
+    where there are gates),
     x (dtype of X = (I + A)^-1), split_inter (BK, num_warps), split_diag (BK, num_warps;
     per-head and no gates) and diag_token (BH, num_warps; per-channel gates) of the score
     kernels, solve and apply (num_warps of those kernels), dot (operand dtype of the state
-    pass's matmuls for 16-bit inputs, a tl dtype; also the dtype the entering states and
-    delta writes are stored in), state (BV, num_warps, num_stages) of the sequential kernel,
+    pass's matmuls for 16-bit inputs, a torch dtype; also the dtype the entering states and
+    delta writes are stored in; fp32 inputs always use fp32), state (BV, num_warps, num_stages) of the sequential kernel,
     out (BK, BV, num_warps, num_stages) of the output kernel. Unknown
     names are an error."""
     if q.dim() != 4 or k.shape != q.shape:
@@ -557,6 +558,9 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
         ((initial_state,) if initial_state is not None else ())
     if any(x.device != q.device for x in tensors):
         raise ValueError(f"{name}: all inputs must be on one device")
+    if B * H > 65535 or triton.cdiv(T, BT) > 65535:     # CUDA's limit on a grid's 2nd and 3rd axes
+        raise ValueError(f"{name}: at most 65535 sequences x heads and {65535 * BT} tokens a call; "
+                         f"got B*H = {B * H}, T = {T}")
     scale = K ** -0.5 if scale is None else float(scale)
     dev = q.device
     S = torch.empty(B, H, K, V, device=dev, dtype=torch.float32)
@@ -567,12 +571,12 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
             S.zero_()
         return q.new_empty(B, 0, H, V), S
 
-    # 16-bit inputs: W, U, P are stored in the input dtype and the sequential kernel's matmuls
-    # take 16-bit operands (fp32 accumulation, fp32 state), as flash-linear-attention does.
-    # Measured on the H200 at B=4, T=4096, bf16: 7% faster, relative RMS error 2.9e-3 against
-    # fp32 (2.0e-3 with fp32 storage). On the GPU only: the CPU interpreter has no bf16 matmul.
+    # 16-bit inputs: W, U, P, the gated keys, u and the entering states are stored in the input
+    # dtype and the state pass's matmuls take 16-bit operands (fp32 accumulation, fp32 state),
+    # as flash-linear-attention does. When the state pass was one kernel (H200, B=4, T=4096,
+    # bf16) that was 7% faster than fp32 storage, relative RMS error 2.9e-3 against 2.0e-3.
+    # On the GPU only: the CPU interpreter has no bf16 matmul.
     half = q.dtype != torch.float32
-    dot16 = tl.bfloat16 if q.dtype == torch.bfloat16 else tl.float16
     # Block score kernels at one warp each. Measured on the H200 at B=4, T=4096, H=16, K=V=128,
     # bf16, whole op: 1435 - 1453 us, against 1890 us at 4 warps (a 16-row dot gives every
     # warp the whole product, so extra warps only repeat it). The solve's
@@ -594,12 +598,14 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
     # in fp32: the inverse is not bounded by fp16's range.
     xdt = torch.bfloat16 if q.dtype == torch.bfloat16 and q.is_cuda else torch.float32
     opt = dict(cumsum=(64, 4), inter=q.dtype, x=xdt, split_inter=(32, 1), split_diag=(32, 1), diag_token=(4, 2),
-               solve=1, apply=4, dot=dot16 if half and q.is_cuda else tl.float32,
-               state=_state_config(K, V, half and q.is_cuda), out=(64, 128, 4, 2))
+               solve=1, apply=4, dot=q.dtype if q.is_cuda else torch.float32,
+               state=_state_config(K, half and q.is_cuda), out=(64, 128, 4, 2))
     unknown = set(options or {}) - set(opt)
     if unknown:     # a misspelt option would silently time the defaults
         raise ValueError(f"{name}: unknown options {sorted(unknown)}; known: {sorted(opt)}")
     opt.update(options or {})
+    if not {opt["inter"], opt["x"], opt["dot"]} <= set(_DTYPES):
+        raise ValueError(f"{name}: inter, x and dot must be torch dtypes among {_DTYPES}")
     q, k, v, beta = q.contiguous(), k.contiguous(), v.contiguous(), beta.contiguous()
     S0 = initial_state.to(torch.float32).contiguous() if initial_state is not None else S
     prec = "ieee" if q.dtype == torch.float32 else "tf32"
@@ -631,12 +637,12 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
                                      BK=BK, BV=BV, GATE=gate, PREC=prec, num_warps=opt["apply"])
 
     # 5. the chunks in order: the state entering each chunk, the delta writes u, the final state
-    dot = _TORCH_OF[opt["dot"]] if q.dtype != torch.float32 else torch.float32
+    dot = opt["dot"] if half else torch.float32
     Hc = torch.empty(B * H, NT, K, V, device=dev, dtype=dot)
     Vn = torch.empty(B, T, H, V, device=dev, dtype=dot)
     sBV, sW, sS = opt["state"]
-    _chunk_state_kernel[(triton.cdiv(V, sBV), B * H)](
-        KG, G, W, U, S0, S, Hc, Vn, T, H=H, K=K, V=V, BT=BT, BK=_pow2(K), BV=sBV, GATE=gate,
+    _chunk_state_kernel[(triton.cdiv(V, min(_pow2(V), sBV)), B * H)](
+        KG, G, W, U, S0, S, Hc, Vn, T, H=H, K=K, V=V, BT=BT, BK=_pow2(K), BV=min(_pow2(V), sBV), GATE=gate,
         HAS_INIT=initial_state is not None, PREC=prec, num_warps=sW, num_stages=sS)
 
     # 6. o for every chunk at once

@@ -3,7 +3,7 @@
     python -m kernels.variants '{}' '{"solve": 2}' '{"diag_token": [4, 2]}' ...
 
 Each argument is a JSON dict of `chunk_delta._chunk_delta` options (tuples as lists, dtypes by
-name: "dot": "float32" means tl.float32, "inter": "float32" / "x": "bfloat16" mean torch dtypes). Prints the
+name: "inter", "x" and "dot": "float32" means torch.float32). Prints the
 benchmark's median time (kernels.bench.Timer) and the relative RMS error against the fp32
 reference. Stops at the first failure: a kernel fault poisons the CUDA context, so run a
 suspect variant in its own process. The benchmark's --sweep covers the tuned set; this is for
@@ -17,7 +17,6 @@ import sys
 
 def main(argv=None) -> int:
     import torch
-    import triton.language as tl
 
     from kernels.bench import Timer, delta_inputs, time_kda_options
     from lineage import ops
@@ -26,9 +25,7 @@ def main(argv=None) -> int:
     timer = Timer("cuda")
     for arg in (argv if argv is not None else sys.argv[1:]) or ["{}"]:
         opt = {key: tuple(val) if isinstance(val, list) else val for key, val in json.loads(arg).items()}
-        if "dot" in opt:
-            opt["dot"] = getattr(tl, opt["dot"])
-        for key in ("inter", "x"):
+        for key in ("inter", "x", "dot"):
             if key in opt:
                 opt[key] = getattr(torch, opt[key])
         try:

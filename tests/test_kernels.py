@@ -6,6 +6,7 @@ V = 48 is no power of two), gates sit at their extremes (g = 0 and g = -5 for ev
 fp32 against a float64 reference with a relative error bound of 1e-4: a wrong decay, a dropped
 token or a missing initial state fails.
 """
+import math
 import os
 
 os.environ["TRITON_INTERPRET"] = "1"     # before triton is imported anywhere
@@ -32,7 +33,7 @@ def close(a, b, rtol=RTOL):
     assert err <= rtol * ref + 1e-6 * b.numel() ** 0.5, f"relative error {err / max(ref, 1e-300):.3e}"
 
 
-def make(T, K, g_mode="random", beta_mode="random", per_channel=True, seed=0):
+def make(T, K, g_mode="random", beta_mode="random", per_channel=True, seed=0, B=B):
     gen = torch.Generator().manual_seed(seed)
     q = torch.randn(B, T, H, K, generator=gen)
     k = F.normalize(torch.randn(B, T, H, K, generator=gen), dim=-1)
@@ -208,19 +209,31 @@ def test_diagonal_scores_with_head_groups():
     close(P, P_ref, rtol=1e-5)
 
 
+@pytest.mark.parametrize("tiles", ["default", "small"])
 @pytest.mark.parametrize("gate", [2, 1, 0], ids=["kda", "gdn", "dn"])
-def test_chunked_at_other_tilings(gate):
-    """The cumsum, state and output kernels at tiles smaller than the head: the cumsum in
-    column blocks of 32 over H*K = 96 (H = 2 for per-head gates), the state pass in three
-    V blocks of 16, the output kernel over three K slices of 16 and three V blocks."""
+def test_chunked_batch_of_two_at_other_tilings(gate, tiles):
+    """B = 2 over three chunks with an initial state, so every kernel's batch offset matters
+    (each sequence's entering states differ); "small" runs the state pass in three V blocks
+    of 16 and the output kernel over three K slices of 16 and three V blocks."""
     T, K = 130, 48
-    q, k, v, g, beta, S0 = make(T, K, per_channel=(gate == 2), seed=20 + gate)
+    q, k, v, g, beta, S0 = make(T, K, per_channel=(gate == 2), seed=20 + gate, B=2)
     gates = (g,) if gate else ()
-    opt = {"cumsum": (32, 4), "state": (16, 4, 1), "out": (16, 16, 4, 1)}
+    opt = {"state": (16, 4, 1), "out": (16, 16, 4, 1)} if tiles == "small" else {}
     o, S = cd._chunk_delta(q, k, v, g if gate else None, beta, None, S0, 64, gate, "x", options=opt)
     o_ref, S_ref = REFS[gate](*d(q, k, v, *gates, beta), initial_state=S0.double())
     close(o, o_ref)
     close(S, S_ref)
+
+
+@pytest.mark.parametrize("shape,cfg", [((2, 130, 3, 48), (64, 4)), ((2, 130, 5), (4, 1)), ((0, 70, 2, 32), (64, 4))],
+                         ids=["per-channel", "per-head", "empty-batch"])
+def test_cumsum_in_column_blocks(shape, cfg):
+    """Stage 1 alone: the in-chunk cumsum in base-2 units, with the head x channel columns cut
+    into blocks that do not divide them (96 = 64 + 32, 5 heads = 4 + 1) and a masked tail chunk."""
+    g = -5 * torch.rand(shape, generator=torch.Generator().manual_seed(4))
+    G = cd._cumsum(g, cfg)
+    ref = torch.cat([g[:, t0:t0 + 64].double().cumsum(1) for t0 in range(0, g.shape[1], 64)], 1) / math.log(2)
+    close(G, ref, rtol=1e-6)
 
 
 def test_chunked_rejects_bad_options():
