@@ -523,15 +523,20 @@ def _scores(q, k, G, beta, A, P, scale: float, gate: int, prec: str, opt: dict) 
 
 def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, name: str, options=None):
     """Checks, allocates, launches the six stages. ``options`` (benchmarks only) overrides
-    the tuned choices: cumsum (columns a program, num_warps), inter (dtype of W, U, P, and KG
-    where there are gates),
-    x (dtype of X = (I + A)^-1), split_inter (BK, num_warps), split_diag (BK, num_warps;
-    per-head and no gates) and diag_token (BH, num_warps; per-channel gates) of the score
-    kernels, solve and apply (num_warps of those kernels), dot (operand dtype of the state
-    pass's matmuls for 16-bit inputs, a torch dtype; also the dtype the entering states and
-    delta writes are stored in; fp32 inputs always use fp32), state (BV, num_warps, num_stages) of the sequential kernel,
-    out (BK, BV, num_warps, num_stages) of the output kernel. Unknown
-    names are an error."""
+    the tuned choices:
+      cumsum       (columns a program, num_warps) of the cumsum;
+      inter        dtype of W, U, P, and KG where there are gates;
+      x            dtype of X = (I + A)^-1;
+      split_inter  (BK, num_warps) of the blocks below the diagonal;
+      split_diag   (BK, num_warps) of the diagonal blocks, per-head and no gates;
+      diag_token   (heads a program, num_warps) of the diagonal blocks, per-channel gates;
+      solve, apply num_warps of those kernels;
+      dot          operand dtype of the state pass's matmuls for 16-bit inputs, also the dtype
+                   the entering states and u are stored in (fp32 inputs always use fp32);
+      state        (BV, num_warps, num_stages) of the sequential kernel (by default chosen
+                   from K and the operand size);
+      out          (BK, BV, num_warps, num_stages) of the output kernel.
+    Dtypes are torch dtypes. Unknown names are an error."""
     if q.dim() != 4 or k.shape != q.shape:
         raise ValueError(f"{name}: q and k must both be (B, T, H, K); got {tuple(q.shape)} and {tuple(k.shape)}")
     if v.dim() != 4 or v.shape[:3] != q.shape[:3]:
@@ -599,13 +604,16 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
     xdt = torch.bfloat16 if q.dtype == torch.bfloat16 and q.is_cuda else torch.float32
     opt = dict(cumsum=(64, 4), inter=q.dtype, x=xdt, split_inter=(32, 1), split_diag=(32, 1), diag_token=(4, 2),
                solve=1, apply=4, dot=q.dtype if q.is_cuda else torch.float32,
-               state=_state_config(K, half and q.is_cuda), out=(64, 128, 4, 2))
+               state=None, out=(64, 128, 4, 2))
     unknown = set(options or {}) - set(opt)
     if unknown:     # a misspelt option would silently time the defaults
         raise ValueError(f"{name}: unknown options {sorted(unknown)}; known: {sorted(opt)}")
     opt.update(options or {})
     if not {opt["inter"], opt["x"], opt["dot"]} <= set(_DTYPES):
         raise ValueError(f"{name}: inter, x and dot must be torch dtypes among {_DTYPES}")
+    dot = opt["dot"] if half else torch.float32
+    if opt["state"] is None:    # tiles for the operand size: 16-bit tiles at 3 stages overflow in fp32
+        opt["state"] = _state_config(K, dot != torch.float32)
     q, k, v, beta = q.contiguous(), k.contiguous(), v.contiguous(), beta.contiguous()
     S0 = initial_state.to(torch.float32).contiguous() if initial_state is not None else S
     prec = "ieee" if q.dtype == torch.float32 else "tf32"
@@ -637,7 +645,6 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
                                      BK=BK, BV=BV, GATE=gate, PREC=prec, num_warps=opt["apply"])
 
     # 5. the chunks in order: the state entering each chunk, the delta writes u, the final state
-    dot = opt["dot"] if half else torch.float32
     Hc = torch.empty(B * H, NT, K, V, device=dev, dtype=dot)
     Vn = torch.empty(B, T, H, V, device=dev, dtype=dot)
     sBV, sW, sS = opt["state"]
