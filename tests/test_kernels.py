@@ -252,6 +252,9 @@ def test_chunked_rejects_bad_input():
         kernels.kda(q, k, v, g, beta, chunk_size=32)
     with pytest.raises(ValueError, match="dtype"):
         kernels.delta_rule(q.double(), k.double(), v.double(), beta)
+    x = torch.zeros(65536, 1, 1, 16)       # B*H past the grid's 65535: refused before any launch
+    with pytest.raises(ValueError, match="65535 sequences"):
+        kernels.delta_rule(x, x, x, x[..., 0])
 
 
 # --------------------------------------------------------------------------------- step
