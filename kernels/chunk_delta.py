@@ -488,7 +488,10 @@ def _state_config(K: int, half: bool) -> tuple[int, int, int]:
     return 32, 4, (2 if BK * (2 if half else 4) <= 512 else 1)
 
 
-def _cumsum(g, cfg=(64, 4)):
+_CUMSUM = (64, 4)    # (columns a program, num_warps); measured in the launcher's comment
+
+
+def _cumsum(g, cfg=_CUMSUM):
     """Launches stage 1: the in-chunk cumsum of contiguous g (B, T, H) or (B, T, H, K), in fp32.
     cfg = (columns a program, num_warps)."""
     B, T = g.shape[:2]
@@ -602,7 +605,7 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
     # and 4.3e-3 -> 4.7e-3 at g = 0 (the worst case, still under 5e-3). fp16 inputs keep it
     # in fp32: the inverse is not bounded by fp16's range.
     xdt = torch.bfloat16 if q.dtype == torch.bfloat16 and q.is_cuda else torch.float32
-    opt = dict(cumsum=(64, 4), inter=q.dtype, x=xdt, split_inter=(32, 1), split_diag=(32, 1), diag_token=(4, 2),
+    opt = dict(cumsum=_CUMSUM, inter=q.dtype, x=xdt, split_inter=(32, 1), split_diag=(32, 1), diag_token=(4, 2),
                solve=1, apply=4, dot=q.dtype if q.is_cuda else torch.float32,
                state=None, out=(64, 128, 4, 2))
     unknown = set(options or {}) - set(opt)
@@ -648,15 +651,17 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
     Hc = torch.empty(B * H, NT, K, V, device=dev, dtype=dot)
     Vn = torch.empty(B, T, H, V, device=dev, dtype=dot)
     sBV, sW, sS = opt["state"]
-    _chunk_state_kernel[(triton.cdiv(V, min(_pow2(V), sBV)), B * H)](
-        KG, G, W, U, S0, S, Hc, Vn, T, H=H, K=K, V=V, BT=BT, BK=_pow2(K), BV=min(_pow2(V), sBV), GATE=gate,
+    sBV = min(_pow2(V), sBV)
+    _chunk_state_kernel[(triton.cdiv(V, sBV), B * H)](
+        KG, G, W, U, S0, S, Hc, Vn, T, H=H, K=K, V=V, BT=BT, BK=_pow2(K), BV=sBV, GATE=gate,
         HAS_INIT=initial_state is not None, PREC=prec, num_warps=sW, num_stages=sS)
 
     # 6. o for every chunk at once
     o = torch.empty(B, T, H, V, device=dev, dtype=q.dtype)
     oBK, oBV, oW, oS = opt["out"]
+    oBV = min(_pow2(V), oBV)
     _chunk_out_kernel[(triton.cdiv(V, oBV), NT, B * H)](
-        q, G, Hc, Vn, P, o, scale, T, H=H, K=K, V=V, BT=BT, BK=min(_pow2(K), oBK), BV=min(_pow2(V), oBV),
+        q, G, Hc, Vn, P, o, scale, T, H=H, K=K, V=V, BT=BT, BK=min(_pow2(K), oBK), BV=oBV,
         GATE=gate, PREC=prec, num_warps=oW, num_stages=oS)
     return o, S
 
