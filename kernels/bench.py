@@ -176,6 +176,8 @@ def bench_step(ctx, B):
     shape = f"B={B} H={H} K={K} V={V} {str(dt)[6:]}"
     nbytes = 2 * S.numel() * 4 + (3 * B * H * K + 2 * B * H * V) * q.element_size() + B * H * beta.element_size()
 
+    from kernels import native
+    from kernels import step as kstep
     from kernels.step import _kda_step_kernel, _step_config
     cfg = _step_config(B * H, K, V)
     base = {}
@@ -189,47 +191,64 @@ def bench_step(ctx, B):
         compiled = torch.compile(ops_step)
         base["compile"] = row("kda_step", shape, "torch.compile(lineage.ops)",
                               timer(lambda: compiled(q, k, v, g, beta, S), calls=20, warmup=5), bytes_=nbytes)
-    # Ours and fla are timed in alternating rounds and each reported as the median over the
-    # rounds: a kernel timed first in a run came out up to 13% slower than the same kernel
-    # timed later, so a single back-to-back pair would favour whichever ran second.
-    ours_t, graph_t, fla_t = [], [], []
+    # Ours (through the C++ host path and through the Python launcher) and fla are timed in
+    # alternating rounds and each reported as the median over the rounds: a kernel timed first
+    # in a run came out up to 13% slower than the same kernel timed later, so a single
+    # back-to-back pair would favour whichever ran second.
+    ours_t, py_t, graph_t, fla_t = [], [], [], []
     if ctx["fla"]:
         fused_recurrent_kda = ctx["fla"][1]
         qf, kf, vf, gf, bf = (x[:, None] for x in (q, k, v, g, beta))
+    native_ok = ctx["native"] == "ready"
     for _ in range(ctx["rounds"]):
-        ours_t.append(timer(lambda: kernels.kda_step(q, k, v, g, beta, S), calls=50))
+        if native_ok:
+            use_launcher("native", lambda: kernels.kda_step(q, k, v, g, beta, S))
+            ours_t.append(timer(lambda: kernels.kda_step(q, k, v, g, beta, S), calls=50))
+        use_launcher("python", lambda: kernels.kda_step(q, k, v, g, beta, S))
+        py_t.append(timer(lambda: kernels.kda_step(q, k, v, g, beta, S), calls=50))
         graph_t.append(timer.graph(lambda: kernels.kda_step(q, k, v, g, beta, S)))
         if ctx["fla"]:
             fla_t.append(timer(lambda: fused_recurrent_kda(qf, kf, vf, gf, bf, initial_state=S,
                                                            output_final_state=True), calls=50))
+    use_launcher(None, lambda: kernels.kda_step(q, k, v, g, beta, S))
     rounds = lambda ts: ", ".join(f"{t * 1e6:.1f}" for t in ts)  # noqa: E731
-    ours = row("kda_step", shape, f"triton {cfg}", statistics.median(ours_t), bytes_=nbytes,
-               note=f"rounds (us): {rounds(ours_t)}")
-    ours_row = RESULTS["rows"][-1]
+    rows_ours = []
+    if ours_t:
+        ours = row("kda_step", shape, f"triton {cfg}, C++ host path", statistics.median(ours_t), bytes_=nbytes,
+                   note=f"rounds (us): {rounds(ours_t)}")
+        rows_ours.append((RESULTS["rows"][-1], ours))
+    py = row("kda_step", shape, f"triton {cfg}, Python launcher", statistics.median(py_t), bytes_=nbytes,
+             note=f"rounds (us): {rounds(py_t)}" + ("" if native_ok else f"; C++ path: {ctx['native']}"))
+    rows_ours.append((RESULTS["rows"][-1], py))
     if graph_t[0] is not None:
         row("kda_step", shape, "triton, CUDA graph replay", statistics.median(graph_t), bytes_=nbytes,
             note=f"rounds (us): {rounds(graph_t)}")
     if fla_t:
         base["fla"] = row("kda_step", shape, "fla fused_recurrent_kda", statistics.median(fla_t), bytes_=nbytes,
                           note=f"rounds (us): {rounds(fla_t)}")
-    add_speedups(ours_row, ours, base)
+    if ours_t:
+        base["python launcher"] = py
+    for r, t in rows_ours:
+        add_speedups(r, t, base)
     if ctx["device"] == "cuda" and B == 1:
         # Host time per call at batch 1 (the GPU needs ~2 us), wall clock over many calls:
         # the whole kda_step, Triton's generic launch of the same kernel, and the parts.
         o = torch.empty_like(v)
         BK, BV, warps = cfg
         grid = (B * H, -(-V // BV))
-        parts = {
-            "kda_step (all of it)": lambda: kernels.kda_step(q, k, v, g, beta, S),
+        parts = {}
+        if native_ok:
+            parts["kda_step, C++ host path"] = lambda: kernels.kda_step(q, k, v, g, beta, S)
+            cpp_step = native.module().step
+            parts["C++ step() alone"] = lambda: cpp_step(q, k, v, g, beta, S, None, None)
+        parts.update({
+            "kda_step, Python launcher": lambda: kernels.kda_step(q, k, v, g, beta, S),
             "Triton generic launch alone": lambda: _kda_step_kernel[grid](q, k, v, g, beta, S, o, o, K ** -0.5, K, V,
                                                                           BK, BV, 2, False, num_warps=warps),
             "torch.empty_like(v) alone": lambda: torch.empty_like(v),
-        }
+        })
         # the floor: the direct launch with its arguments prepared once (no checks, no allocation)
-        from kernels import step as kstep
-        kstep._PLANS.clear()                    # so that the one plan left is this call's
-        for _ in range(2):                      # the second call takes the direct launch
-            kernels.kda_step(q, k, v, g, beta, S)
+        use_launcher("python", lambda: kernels.kda_step(q, k, v, g, beta, S))
         plan = next((p for p in kstep._PLANS.values() if p[kstep._DIRECT]), None)
         if plan is not None:
             launch, head, _ = plan[kstep._DIRECT]
@@ -238,6 +257,8 @@ def bench_step(ctx, B):
             stream = torch.cuda.current_stream().cuda_stream
             parts["direct launch alone (prepared args)"] = lambda: launch(grid[0], grid[1], 1, stream, *args)
         for name, fn in parts.items():
+            use_launcher("native" if name.startswith(("kda_step, C++", "C++")) else "python",
+                         lambda: kernels.kda_step(q, k, v, g, beta, S))
             for _ in range(200):
                 fn()
             torch.cuda.synchronize()
@@ -266,6 +287,27 @@ def bench_step(ctx, B):
                         f" {nbytes / (gt or t) / 1e12:.2f} TB/s")
                 except Exception as e:  # noqa: BLE001
                     log(f"   sweep kda_step {cfg} failed: {e!r}")
+    use_launcher(None, lambda: kernels.kda_step(q, k, v, g, beta, S))
+
+
+def use_launcher(path, call):
+    """Makes kda_step take the C++ host path ("native"), the Python launcher ("python") or the
+    default (None: as LINEAGE_NATIVE was), from fresh plans, and makes the plan with `call`."""
+    from kernels import step as kstep
+    if path is None:
+        os.environ.pop("LINEAGE_NATIVE", None)
+        if ORIGINAL_NATIVE is not None:
+            os.environ["LINEAGE_NATIVE"] = ORIGINAL_NATIVE
+    else:
+        os.environ["LINEAGE_NATIVE"] = "1" if path == "native" else "0"
+    kstep._reset()
+    for _ in range(2):                      # the first call plans, the second takes the direct launch
+        call()
+    if path == "native" and kstep._native_step is None:
+        raise RuntimeError("the C++ host path did not take the plan")
+
+
+ORIGINAL_NATIVE = os.environ.get("LINEAGE_NATIVE")
 
 
 def time_kda_options(timer, xs, o_ref, options: dict) -> tuple[float, float]:
@@ -455,8 +497,8 @@ def check_accuracy(ctx):
 
 
 def print_table():
-    log("\n| op | shape | impl | median | achieved | vs eager | vs torch.compile | vs fla |")
-    log("|---|---|---|---|---|---|---|---|")
+    log("\n| op | shape | impl | median | achieved | vs eager | vs torch.compile | vs fla | vs Python launcher |")
+    log("|---|---|---|---|---|---|---|---|---|")
     for r in RESULTS["rows"]:
         med = "skipped" if r["median_us"] is None else (f"{r['median_us']:.1f} us" if r["median_us"] < 1e4
                                                          else f"{r['median_us'] / 1e3:.2f} ms")
@@ -465,7 +507,8 @@ def print_table():
             ach.append(f"{r['TB/s']:.2f} TB/s ({100 * r['of_copy_ceiling']:.0f}% of 4.14)")
         if "TFLOP/s" in r:
             ach.append(f"{r['TFLOP/s']:.1f} TFLOP/s ({100 * r['of_matmul_ceiling']:.1f}% of 697)")
-        sp = [f"{r[k]:.2f}x" if k in r else "" for k in ("speedup_vs_eager", "speedup_vs_compile", "speedup_vs_fla")]
+        sp = [f"{r[k]:.2f}x" if k in r else "" for k in ("speedup_vs_eager", "speedup_vs_compile", "speedup_vs_fla",
+                                                          "speedup_vs_python launcher")]
         log(f"| {r['op']} | {r['shape']} | {r['impl']} | {med} | {'; '.join(ach)} | " + " | ".join(sp) + " |")
     log("\nratios are baseline time / triton time (above 1: the kernel is faster)")
 
@@ -508,6 +551,14 @@ def main(argv=None):
         torch.cuda.get_device_name() if device == "cuda" else "cpu (TRITON_INTERPRET=1)"),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"), "fla": bool(ctx["fla"]), "argv": sys.argv[1:]}
     log(f"env: {RESULTS['env']}")
+    ctx["native"] = "off (CPU interpreter)"
+    if device == "cuda":     # the C++ host path of kda_step: build it (or take torch's cache) now
+        from kernels import native
+        t0 = time.time()
+        native.load()
+        ctx["native"] = native.status()
+        RESULTS["env"]["native"] = f"{ctx['native']} ({time.time() - t0:.1f} s to build or load)"
+        log(f"C++ host path of kda_step: {RESULTS['env']['native']}")
     if device == "cuda":     # bring the clocks up before the first timing
         a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
         t0 = time.time()

@@ -10,7 +10,9 @@ Forward only: there is no backward.
 
 The state is fp32 (B, H, K, V) and is read and written exactly once: at large batch the
 kernel is a copy of the state, so its speed is the device's copy bandwidth. At batch 1 it is
-launch bound, so the launcher does only cheap checks and allocates nothing but o.
+launch bound, so the launcher does only cheap checks and allocates nothing but o; once a call
+signature has a plan, its calls go to the C++ host path of ``step_launch.cpp`` (see
+``kernels.native``), which does the same checks, allocation and launch in one call.
 """
 from __future__ import annotations
 
@@ -78,9 +80,17 @@ def _step_config(BH: int, K: int, V: int) -> tuple[int, int, int]:
 #   The plan holds everything Triton specializes on here: device, dtypes, sizes, tiles, and
 #   16-byte alignment of the pointers (the direct launch is used only when all are aligned;
 #   torch's allocations always are). Launch hooks (profilers) are bypassed on this path.
-_PLANS: dict = {}       # signature -> [gate, scale, gx, gy, K, V, BK, BV, warps, READ, direct]
+# - Once a plan has its compiled kernel, it is also handed to the C++ host path
+#   (step_launch.cpp, built by kernels.native), and from then on calls of that signature go
+#   there first: the same checks, the allocation of o and cuLaunchKernel in one pybind call,
+#   measured on the H200 in BENCHMARKS.md. It answers None for any call it has no plan for, or
+#   whose tensors differ from the plan's (devices, contiguity, alignment), and the Python path
+#   below then runs as before, raising the error that names the problem.
+_PLANS: dict = {}       # signature -> [gate, scale, gx, gy, K, V, BK, BV, warps, READ, direct, native]
 _STREAM: list = []      # [the current-stream getter] while the direct launch is in use
 _DIRECT = 10            # plan[_DIRECT]: (launch, head, compiled); None: not yet; False: never
+_NATIVE = 11            # plan[_NATIVE]: True: registered with the C++ path; None: not yet; str: why never
+_native_step = None     # the C++ path's step(), set once it holds a plan
 
 
 # Triton versions whose C launch entry point takes the arguments in the order used below
@@ -137,7 +147,41 @@ def _plan(q, k, v, g, beta, state, read, config) -> list:
         # one program holds all K rows of its block of S: BK must cover K
         raise ValueError(f"kda_step: config (BK, BV, warps) needs powers of two with BK >= K = {K}; got {config}")
     BK, BV, warps = config
-    return [gate, K ** -0.5, B * H, (V + BV - 1) // BV, K, V, BK, BV, warps, read is not None, None]
+    return [gate, K ** -0.5, B * H, (V + BV - 1) // BV, K, V, BK, BV, warps, read is not None, None, None]
+
+
+def _register_native(plan, compiled, q, k, v, g, beta, read) -> None:
+    """Hands a plan's compiled kernel to the C++ host path (kernels.native). plan[_NATIVE] ends
+    True (registered) or a string (why not); it stays None while the build runs, so a later
+    call of the plan tries again."""
+    global _native_step
+    from . import native
+    m = native.module()
+    if m is None:
+        status = native.status()
+        if status == "off" or status.startswith("failed"):
+            plan[_NATIVE] = status
+        return
+    run, meta = compiled.run, compiled.metadata
+    if (getattr(run, "global_scratch_size", 0) or getattr(run, "profile_scratch_size", 0)
+            or getattr(run, "launch_pdl", False) or getattr(run, "launch_cooperative_grid", False)
+            or getattr(meta, "num_ctas", 1) != 1):
+        plan[_NATIVE] = "the compiled kernel needs launch options the C++ path does not pass"
+        return
+    gate, scale0, gx, gy = plan[:4]
+    why = m.add_plan(q, k, v, g, beta, read, compiled.function, gx, gy, 32 * meta.num_warps, meta.shared, scale0)
+    plan[_NATIVE] = why or True
+    if not why:
+        _native_step = m.step
+
+
+def _reset() -> None:
+    """Forget every plan, here and in the C++ path (benchmarks switching launch paths)."""
+    global _native_step
+    _PLANS.clear()
+    _native_step = None
+    from . import native
+    native.clear_plans()
 
 
 def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
@@ -150,6 +194,13 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
     ``config`` = (BK, BV, num_warps) overrides the tile choice (for benchmarks).
     Under torch.compile the call goes through the custom op ``torch.ops.lineage.kda_step``,
     so the compiler keeps this kernel inside the graph it builds."""
+    if _native_step is not None and config is None and not _compiling():
+        try:
+            o = _native_step(q, k, v, g, beta, state, read, scale)
+        except TypeError:                                  # e.g. a scale pybind cannot take as a float
+            o = None
+        if o is not None:
+            return o
     if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous() and beta.is_contiguous()
             and state.is_contiguous() and (g is None or g.is_contiguous())
             and (read is None or read.is_contiguous())):
@@ -169,13 +220,17 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
     plan = _PLANS.get(sig)
     if plan is None:
         plan = _plan(q, k, v, g, beta, state, read, config)
+        if dev >= 0:
+            from . import native
+            native.start()      # before any launch: LINEAGE_NATIVE=1 builds now or raises; auto: in the background
         _PLANS[sig] = plan
     if (k.get_device() != dev or v.get_device() != dev or beta.get_device() != dev or state.get_device() != dev
             or (g is not None and g.get_device() != dev) or (read is not None and read.get_device() != dev)):
         raise ValueError("kda_step: q, k, v, g, beta, state and read must be on one device")
-    gate, scale0, gx, gy, K, V, BK, BV, warps, READ, direct = plan
+    gate, scale0, gx, gy, K, V, BK, BV, warps, READ, direct = plan[:_NATIVE]
     scale = scale0 if scale is None else float(scale)
     o = torch.empty_like(v)
+    g_in = g
     if g is None:
         g = q                                              # never read (GATE = 0)
     r = o if read is None else read                        # never written when READ is False
@@ -186,12 +241,15 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
             o.data_ptr(), r.data_ptr())
     aligned = not (ptrs[0] | ptrs[1] | ptrs[2] | ptrs[3] | ptrs[4] | ptrs[5] | ptrs[6] | ptrs[7]) & 15
     if direct and aligned:
-        launch, head, _ = direct
+        launch, head, compiled = direct
         try:
             launch(gx, gy, 1, _STREAM[0](dev), *head, *ptrs, scale, K, V, BK, BV, gate, READ)
-            return o
         except (TypeError, SystemError, ValueError):   # arguments rejected before any launch
             direct = plan[_DIRECT] = False
+        else:
+            if plan[_NATIVE] is None:
+                _register_native(plan, compiled, q, k, v, g_in, beta, read)
+            return o
     compiled = _kda_step_kernel[(gx, gy)](q, k, v, g, beta, state, o, r, scale, K, V, BK, BV, gate, READ,
                                           num_warps=warps)
     # cache only a launch made on the tensors' own device: Triton loaded `compiled` there
@@ -202,12 +260,15 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
             plan[_DIRECT] = _direct_launcher(compiled)
         except Exception:  # noqa: BLE001 - Triton's internals moved: keep the generic launch
             plan[_DIRECT] = False
+        if plan[_DIRECT]:
+            _register_native(plan, compiled, q, k, v, g_in, beta, read)
     return o
 
 
 # torch.compile traces through the custom op below (torch >= 2.6 has torch.library.triton_op);
 # older torch graph-breaks at the eager launcher instead
 _IS_COMPILING = torch.compiler.is_compiling if hasattr(torch.library, "triton_op") else None
+_compiling = _IS_COMPILING or (lambda: False)
 
 
 def _register_op() -> None:

@@ -6,6 +6,7 @@
     python -m lineage.bench gpu        # k3-mini on CUDA: reference vs Triton backend
     python -m lineage.bench gpu-compiled   # only the compiled + captured step on the Triton backend
     python -m lineage.bench gpu-session    # the tour through Session: eager vs CUDA graph
+    python -m lineage.bench gpu-eager      # the eager step: reference, Triton with and without the C++ launcher
 """
 from __future__ import annotations
 
@@ -136,6 +137,58 @@ def bench_gpu(steps: int = 200, prefill: int = 64, variants=None) -> dict:
     return out
 
 
+def bench_gpu_eager(steps: int = 100, prefill: int = 64, rounds: int = 4) -> dict:
+    """k3-mini's observed eager step (B = 1, fp32) on CUDA: the reference backend, and the
+    Triton backend with kda_step's C++ host path on and off (LINEAGE_NATIVE=1 / 0), in
+    alternating rounds from the same state; then where one Triton-backend step spends its host
+    time (torch profiler, top operations by self CPU time)."""
+    from kernels import native
+    from kernels import step as kstep
+    from .backend import set_backend
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    model = LM(get_preset("k3-mini")).to(dev).eval()
+    ids = torch.randint(0, 256, (1, prefill + 1), device=dev)
+    before = os.environ.get("LINEAGE_NATIVE")
+    native.load()
+    out = {"C++ host path": native.status()}
+    times: dict = {"reference": [], "triton, C++ host path": [], "triton, Python launcher": []}
+    with torch.inference_mode():
+        for _ in range(rounds):
+            for name in times:
+                set_backend(model, name.split(",")[0])
+                os.environ["LINEAGE_NATIVE"] = "0" if "Python" in name else "1"
+                kstep._reset()
+                _, start = model(ids[:, :prefill])
+                tok = ids[:, prefill]
+
+                def synced():
+                    model.step(tok, start, {})
+                    torch.cuda.synchronize()
+                times[name].append(_median_ms(synced, steps, warmup=5))
+        for name, ts in times.items():
+            out[f"k3-mini step, all observations, eager, {name} (ms)"] = statistics.median(ts)
+            out[f"  rounds ({name})"] = ", ".join(f"{t:.2f}" for t in ts)
+        set_backend(model, "triton")
+        os.environ["LINEAGE_NATIVE"] = "1"
+        kstep._reset()
+        _, start = model(ids[:, :prefill])
+        for _ in range(5):
+            model.step(ids[:, prefill], start, {})
+        torch.cuda.synchronize()
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(10):
+                model.step(ids[:, prefill], start, {})
+            torch.cuda.synchronize()
+        out["profile of 10 triton-backend steps (host)"] = "\n" + prof.key_averages().table(
+            sort_by="self_cpu_time_total", row_limit=12)
+    os.environ.pop("LINEAGE_NATIVE", None)
+    if before is not None:
+        os.environ["LINEAGE_NATIVE"] = before
+    return out
+
+
 def bench_gpu_session(steps: int = 100) -> dict:
     """What the app and `lineage record` do on a GPU: Session steps of the tour (k3-mini, all
     observations, frames made into numpy), eager (LINEAGE_GRAPH=0) against the CUDA-graph step,
@@ -178,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in which:
         res = {"step": bench_step, "chunk": bench_chunk, "gpu": bench_gpu,
                "gpu-compiled": lambda: bench_gpu(variants=(("triton", True),)),
-               "gpu-session": bench_gpu_session}[name]()
+               "gpu-session": bench_gpu_session, "gpu-eager": bench_gpu_eager}[name]()
         for key, val in res.items():
             if isinstance(val, float):
                 print(f"{key:<52} {val:10.2e}" if "difference" in key else f"{key:<52} {val:10.3f}")
