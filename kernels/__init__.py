@@ -1,7 +1,8 @@
 """Triton kernels for the lineage: forward only (no backward), same meaning as ``lineage.ops``.
 
 - ``kda``, ``gated_delta_rule``, ``delta_rule``: chunked forward (chunk 64), any T, K, V <= 256.
-- ``kda_step``: one decoding token, state updated in place, one kernel launch.
+- ``kda_step``: one decoding token, state updated in place, one kernel launch (on CUDA through
+  the C++ host path of ``step_launch.cpp`` once it is built; see ``kernels.native``).
 - ``situ_glu``: fused SiTU gated unit, one read of x and one write.
 
 This package imports only torch and triton, and triton only when a kernel is first used, so
