@@ -91,6 +91,11 @@ _STREAM: list = []      # [the current-stream getter] while the direct launch is
 _DIRECT = 10            # plan[_DIRECT]: (launch, head, compiled); None: not yet; False: never
 _NATIVE = 11            # plan[_NATIVE]: True: registered with the C++ path; None: not yet; str: why never
 _native_step = None     # the C++ path's step(), set once it holds a plan
+_NATIVE_KEEP: list = []  # the CompiledKernels whose CUfunctions the C++ path holds
+# Triton versions whose kernel parameters (the non-constexpr arguments, then two scratch
+# pointers) the C++ path was run against on the H200; step_launch.cpp also checks each
+# compiled kernel's parameter sizes with the driver before it takes a plan
+_NATIVE_TRITON_VERSIONS = ("3.6.",)
 
 
 # Triton versions whose C launch entry point takes the arguments in the order used below
@@ -156,22 +161,31 @@ def _register_native(plan, compiled, q, k, v, g, beta, read) -> None:
     call of the plan tries again."""
     global _native_step
     from . import native
-    m = native.module()
-    if m is None:
-        status = native.status()
-        if status == "off" or status.startswith("failed"):
-            plan[_NATIVE] = status
+    try:                    # runs after this call's launch: nothing here may fail the call
+        m = native.module()
+        if m is None:
+            status = native.status()
+            if status == "off" or status.startswith("failed"):
+                plan[_NATIVE] = status
+            return
+        run, meta = compiled.run, compiled.metadata
+        if not triton.__version__.startswith(_NATIVE_TRITON_VERSIONS):
+            plan[_NATIVE] = f"triton {triton.__version__}: the C++ path is checked on {_NATIVE_TRITON_VERSIONS} only"
+            return
+        if (getattr(run, "global_scratch_size", 0) or getattr(run, "profile_scratch_size", 0)
+                or getattr(run, "launch_pdl", False) or getattr(run, "launch_cooperative_grid", False)
+                or getattr(meta, "num_ctas", 1) != 1):
+            plan[_NATIVE] = "the compiled kernel needs launch options the C++ path does not pass"
+            return
+        gate, scale0, gx, gy = plan[:4]
+        why = m.add_plan(q, k, v, g, beta, read, compiled.function, gx, gy, 32 * meta.num_warps, meta.shared,
+                         scale0)
+    except Exception as e:  # noqa: BLE001 - e.g. a bad LINEAGE_NATIVE set after the first plan
+        plan[_NATIVE] = f"{type(e).__name__}: {e}"
         return
-    run, meta = compiled.run, compiled.metadata
-    if (getattr(run, "global_scratch_size", 0) or getattr(run, "profile_scratch_size", 0)
-            or getattr(run, "launch_pdl", False) or getattr(run, "launch_cooperative_grid", False)
-            or getattr(meta, "num_ctas", 1) != 1):
-        plan[_NATIVE] = "the compiled kernel needs launch options the C++ path does not pass"
-        return
-    gate, scale0, gx, gy = plan[:4]
-    why = m.add_plan(q, k, v, g, beta, read, compiled.function, gx, gy, 32 * meta.num_warps, meta.shared, scale0)
     plan[_NATIVE] = why or True
     if not why:
+        _NATIVE_KEEP.append(compiled)       # the C++ plan holds its CUfunction: keep the module loaded
         _native_step = m.step
 
 
@@ -180,6 +194,7 @@ def _reset() -> None:
     global _native_step
     _PLANS.clear()
     _native_step = None
+    _NATIVE_KEEP.clear()
     from . import native
     native.clear_plans()
 
@@ -194,7 +209,9 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
     ``config`` = (BK, BV, num_warps) overrides the tile choice (for benchmarks).
     Under torch.compile the call goes through the custom op ``torch.ops.lineage.kda_step``,
     so the compiler keeps this kernel inside the graph it builds."""
-    if _native_step is not None and config is None and not _compiling():
+    # _compiling() first: under torch.compile the rest is never read, so dynamo puts no guard
+    # on _native_step (a plan registered later would otherwise recompile the caller)
+    if not _compiling() and _native_step is not None and config is None:
         try:
             o = _native_step(q, k, v, g, beta, state, read, scale)
         except TypeError:                                  # e.g. a scale pybind cannot take as a float
@@ -220,7 +237,9 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
     plan = _PLANS.get(sig)
     if plan is None:
         plan = _plan(q, k, v, g, beta, state, read, config)
-        if dev >= 0:
+        if config is not None:      # the C++ path keys plans without tiles: it takes the default ones only
+            plan[_NATIVE] = "config= keeps the Python launcher"
+        elif dev >= 0:
             from . import native
             native.start()      # before any launch: LINEAGE_NATIVE=1 builds now or raises; auto: in the background
         _PLANS[sig] = plan
@@ -260,7 +279,7 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
             plan[_DIRECT] = _direct_launcher(compiled)
         except Exception:  # noqa: BLE001 - Triton's internals moved: keep the generic launch
             plan[_DIRECT] = False
-        if plan[_DIRECT]:
+        if plan[_DIRECT] and plan[_NATIVE] is None:
             _register_native(plan, compiled, q, k, v, g_in, beta, read)
     return o
 

@@ -140,16 +140,17 @@ std::string add_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   if (!load_driver()) return g_driver_error;
   if (g_plans.size() >= kMaxPlans) return "plan table full";
   void* f = reinterpret_cast<void*>(function);
-  if (g_param_info) {            // the parameter layout must be exactly what step() passes
-    for (size_t i = 0; i < kParams; ++i) {
-      size_t offset = 0, size = 0;
-      if (g_param_info(f, i, &offset, &size) != 0 || size != kParamSizes[i])
-        return "compiled kernel's parameters differ from the expected layout at index " + std::to_string(i);
-    }
+  // the parameter layout must be exactly what step() passes; a driver that cannot say (older
+  // than CUDA 12.4) gets no plans rather than a launch with arguments in the wrong places
+  if (!g_param_info) return "the driver has no cuFuncGetParamInfo (CUDA < 12.4): the kernel's parameters cannot be checked";
+  for (size_t i = 0; i < kParams; ++i) {
     size_t offset = 0, size = 0;
-    if (g_param_info(f, kParams, &offset, &size) == 0)
-      return "compiled kernel has more than " + std::to_string(kParams) + " parameters";
+    if (g_param_info(f, i, &offset, &size) != 0 || size != kParamSizes[i])
+      return "compiled kernel's parameters differ from the expected layout at index " + std::to_string(i);
   }
+  size_t offset = 0, size = 0;
+  if (g_param_info(f, kParams, &offset, &size) == 0)
+    return "compiled kernel has more than " + std::to_string(kParams) + " parameters";
   if (const Plan* p = find(*key)) g_plans.erase(g_plans.begin() + (p - g_plans.data()));
   g_plans.push_back(Plan{*key, f, static_cast<unsigned>(gx), static_cast<unsigned>(gy),
                          static_cast<unsigned>(threads), static_cast<unsigned>(shared),
@@ -166,9 +167,12 @@ at::Tensor step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c
   if (g_plans.empty()) return at::Tensor();
   auto key = key_of(q, k, v, g, beta, read);
   if (!key) return at::Tensor();
-  const Plan* p = find(*key);
-  if (!p || !eligible(q, k, v, g, beta, state, read, *key)) return at::Tensor();
+  const Plan* found = find(*key);
+  if (!found || !eligible(q, k, v, g, beta, state, read, *key)) return at::Tensor();
+  const Plan plan = *found;                       // by value: nothing below may touch g_plans
+  const Plan* p = &plan;
   at::Tensor o = at::empty(v.sizes(), v.options());                           // (B, H, V)
+  if (p->gx == 0 || p->gy == 0) return o;         // B*H = 0: nothing to launch (cuLaunchKernel refuses a 0 grid)
   void* ptrs[8] = {q.data_ptr(), k.data_ptr(), v.data_ptr(), g ? g->data_ptr() : q.data_ptr(),  // g: unread when absent
                    beta.data_ptr(), state.data_ptr(), o.data_ptr(),
                    read ? read->data_ptr() : o.data_ptr()};                      // r: unwritten when absent

@@ -144,7 +144,6 @@ def bench_gpu_eager(steps: int = 100, prefill: int = 64, rounds: int = 4) -> dic
     time (torch profiler, top operations by self CPU time)."""
     from kernels import native
     from kernels import step as kstep
-    from .backend import set_backend
     dev = torch.device("cuda")
     torch.manual_seed(0)
     model = LM(get_preset("k3-mini")).to(dev).eval()
@@ -152,7 +151,22 @@ def bench_gpu_eager(steps: int = 100, prefill: int = 64, rounds: int = 4) -> dic
     before = os.environ.get("LINEAGE_NATIVE")
     native.load()
     out = {"C++ host path": native.status()}
-    times: dict = {"reference": [], "triton, C++ host path": [], "triton, Python launcher": []}
+    times: dict = {"reference": [], "triton, Python launcher": []}
+    if native.status() == "ready":
+        times["triton, C++ host path"] = []
+    try:
+        _eager_rounds(model, ids, prefill, steps, rounds, times, out)
+    finally:
+        os.environ.pop("LINEAGE_NATIVE", None)
+        if before is not None:
+            os.environ["LINEAGE_NATIVE"] = before
+        kstep._reset()
+    return out
+
+
+def _eager_rounds(model, ids, prefill, steps, rounds, times, out) -> None:
+    from kernels import step as kstep
+    from .backend import set_backend
     with torch.inference_mode():
         for _ in range(rounds):
             for name in times:
@@ -166,11 +180,13 @@ def bench_gpu_eager(steps: int = 100, prefill: int = 64, rounds: int = 4) -> dic
                     model.step(tok, start, {})
                     torch.cuda.synchronize()
                 times[name].append(_median_ms(synced, steps, warmup=5))
+                if "C++" in name and kstep._native_step is None:
+                    raise RuntimeError("the C++ host path took no kda_step call of the model")
         for name, ts in times.items():
             out[f"k3-mini step, all observations, eager, {name} (ms)"] = statistics.median(ts)
             out[f"  rounds ({name})"] = ", ".join(f"{t:.2f}" for t in ts)
         set_backend(model, "triton")
-        os.environ["LINEAGE_NATIVE"] = "1"
+        os.environ["LINEAGE_NATIVE"] = "1" if "triton, C++ host path" in times else "0"
         kstep._reset()
         _, start = model(ids[:, :prefill])
         for _ in range(5):
@@ -183,10 +199,6 @@ def bench_gpu_eager(steps: int = 100, prefill: int = 64, rounds: int = 4) -> dic
             torch.cuda.synchronize()
         out["profile of 10 triton-backend steps (host)"] = "\n" + prof.key_averages().table(
             sort_by="self_cpu_time_total", row_limit=12)
-    os.environ.pop("LINEAGE_NATIVE", None)
-    if before is not None:
-        os.environ["LINEAGE_NATIVE"] = before
-    return out
 
 
 def bench_gpu_session(steps: int = 100) -> dict:

@@ -5,20 +5,43 @@ has no plan for (CPU tensors here), and LINEAGE_NATIVE is parsed strictly. On a 
 (not under TRITON_INTERPRET=1): the C++ path launches the same compiled kernel as the Python
 launcher and must give bit-identical o, S and read-back, agree with the float64 recurrence,
 hand every call it cannot take (unaligned, non-contiguous, wrong shapes) back to the Python
-path, and work on a side stream and inside a CUDA graph.
+path, and work on a side stream and inside a CUDA graph. On a GPU machine run this file on
+its own (``python -m pytest tests/test_native_step.py``): test_kernels.py sets
+TRITON_INTERPRET=1 for the whole process, and the CUDA tests then skip.
 """
+import importlib.util
 import os
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-pytest.importorskip("triton", reason="triton is not installed: the kernels cannot run")
+from kernels import native   # imports neither triton nor the kernels
 
-from kernels import native  # noqa: E402
+# triton is not imported here at collection: test_kernels.py must be the first to import it,
+# after it sets TRITON_INTERPRET=1, whatever order the files run in
+if importlib.util.find_spec("triton") is None:
+    pytest.skip("triton is not installed: the kernels cannot run", allow_module_level=True)
 
 GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
 gpu = pytest.mark.skipif(not GPU, reason="needs CUDA with compiled Triton kernels")
+
+
+@pytest.fixture(autouse=True)
+def no_plans_left_behind():
+    """Each test starts and ends with no plans, so no later test module takes the C++ path unknowingly."""
+    yield
+    import sys
+    if "kernels.step" in sys.modules:
+        sys.modules["kernels.step"]._reset()
+
+
+def taken_by_native(step, call):
+    """Runs call() and says whether the C++ path took every kda_step in it: a call the Python
+    path takes plans again, so with the Python plans cleared first, none may appear."""
+    step._PLANS.clear()
+    out = call()
+    return out, not step._PLANS
 
 
 def test_mode_is_parsed_strictly(monkeypatch):
@@ -106,9 +129,9 @@ def test_native_path_is_bit_identical_to_the_python_launcher(gate, shape, dtype,
         outs, reads = run_tokens(step, q, k, v, g, beta, S, read or None)
         if path == "native":
             assert step._native_step is not None and native.module().plans() == 1
-            step._PLANS.clear()                      # a call the Python path took would plan again
-            more, more_reads = run_tokens(step, q, k, v, g, beta, S, read or None, tokens=1)
-            assert not step._PLANS, "the C++ path did not take the call"
+            (more, more_reads), taken = taken_by_native(
+                step, lambda: run_tokens(step, q, k, v, g, beta, S, read or None, tokens=1))
+            assert taken, "the C++ path did not take the call"
         else:
             assert step._native_step is None
             more, more_reads = run_tokens(step, q, k, v, g, beta, S, read or None, tokens=1)
@@ -124,6 +147,49 @@ def test_native_path_is_bit_identical_to_the_python_launcher(gate, shape, dtype,
 
 
 @gpu
+def test_many_signatures_side_by_side_each_get_their_own_kernel(monkeypatch):
+    """Plans of one shape that differ in gate, read-back, dtype and tiles coexist; each call
+    gives the Python launcher's bits, and a config= call never takes over the default plan."""
+    cases = [(gate, dtype, read) for gate in ("channel", "head", "none")
+             for dtype in (torch.bfloat16, torch.float32) for read in (False, True)]
+    expected = {}
+    step = use("python", monkeypatch)
+    for case in cases:
+        gate, dtype, read = case
+        q, k, v, g, beta, S = inputs(2, 4, 64, 64, gate, dtype, seed=7)
+        expected[case] = (run_tokens(step, q, k, v, g, beta, S, read or None), S)
+    step = use("native", monkeypatch)
+    q, k, v, g, beta, S = inputs(2, 4, 64, 64, "channel", torch.bfloat16, seed=7)
+    for _ in range(2):                                 # a tiled plan of the default signature's shape
+        step.kda_step(q, k, v, g, beta, S.clone(), config=(64, 64, 8))
+    assert native.module().plans() == 0
+    for case in cases:                                 # all planned before any is checked
+        gate, dtype, read = case
+        q, k, v, g, beta, S = inputs(2, 4, 64, 64, gate, dtype, seed=7)
+        run_tokens(step, q, k, v, g, beta, S, read or None, tokens=1)
+    assert native.module().plans() == len(cases)
+    for case in cases:
+        gate, dtype, read = case
+        q, k, v, g, beta, S = inputs(2, 4, 64, 64, gate, dtype, seed=7)
+        (outs, reads), taken = taken_by_native(step, lambda: run_tokens(step, q, k, v, g, beta, S, read or None))
+        assert taken, case
+        (outs_py, reads_py), S_py = expected[case]
+        assert all(torch.equal(a, b) for a, b in zip(outs, outs_py)) and torch.equal(S, S_py), case
+        if read:
+            assert all(torch.equal(a, b) for a, b in zip(reads, reads_py)), case
+
+
+@gpu
+def test_an_empty_batch_launches_nothing(monkeypatch):
+    step = use("native", monkeypatch)
+    q, k, v, g, beta, S = inputs(0, 4, 32, 32, "channel", torch.bfloat16)
+    for _ in range(3):
+        o = step.kda_step(q, k, v, g, beta, S)
+        assert o.shape == (0, 4, 32)
+    torch.cuda.synchronize()
+
+
+@gpu
 @pytest.mark.parametrize("gate", ["channel", "head", "none"])
 def test_native_path_matches_the_float64_recurrence(gate, monkeypatch):
     from lineage import ops
@@ -132,8 +198,10 @@ def test_native_path_matches_the_float64_recurrence(gate, monkeypatch):
     q, k, v, g, beta, S0 = inputs(B, H, K, V, gate, torch.float32, seed=3)
     S = S0.clone()
     ptr = S.data_ptr()
-    outs, _ = run_tokens(step, q, k, v, g, beta, S, None, tokens=4, scale=0.3)
-    assert native.module().plans() == 1 and S.data_ptr() == ptr
+    outs, _ = run_tokens(step, q, k, v, g, beta, S, None, tokens=2, scale=0.3)
+    (more, _), taken = taken_by_native(step, lambda: run_tokens(step, q, k, v, g, beta, S, None, tokens=2, scale=0.3))
+    outs += more
+    assert taken and native.module().plans() == 1 and S.data_ptr() == ptr
     ref = {"channel": ops.kda, "head": ops.gated_delta_rule, "none": ops.delta_rule}[gate]
     rep = lambda x: x.double().cpu()[:, None].expand(B, 4, *x.shape[1:])  # noqa: E731 - the same token 4 times
     gates = () if g is None else (rep(g),)
@@ -186,15 +254,18 @@ def test_native_path_on_a_side_stream_and_in_a_cuda_graph(monkeypatch):
     with torch.cuda.stream(s):
         big = torch.randn(4096, 4096, device="cuda")
         big @ big                                     # work ahead of the step on the same stream
-        o_side = [step.kda_step(q, k, v, g, beta, S) for _ in range(3)]
+        o_side, taken = taken_by_native(step, lambda: [step.kda_step(q, k, v, g, beta, S) for _ in range(3)])
+    assert taken
     torch.cuda.current_stream().wait_stream(s)
     torch.cuda.synchronize()
     assert all(torch.equal(a, b) for a, b in zip(o_side, o_ref)) and torch.equal(S, S_ref)
     # captured: the launch lands in the graph and replays against the same buffers
     S = S0.clone()
     graph = torch.cuda.CUDAGraph()
+    step._PLANS.clear()
     with torch.cuda.graph(graph):
         o_graph = step.kda_step(q, k, v, g, beta, S)
+    assert not step._PLANS, "the C++ path did not take the captured call"
     assert torch.equal(S, S0)                         # capture launched nothing
     outs = []
     for _ in range(3):
@@ -202,3 +273,29 @@ def test_native_path_on_a_side_stream_and_in_a_cuda_graph(monkeypatch):
         outs.append(o_graph.clone())
     torch.cuda.synchronize()
     assert all(torch.equal(a, b) for a, b in zip(outs, o_ref)) and torch.equal(S, S_ref)
+
+
+@gpu
+def test_compiled_callers_neither_break_nor_recompile_when_a_plan_arrives(monkeypatch):
+    """Under torch.compile kda_step traces into torch.ops.lineage.kda_step; a C++ plan made
+    later by eager calls must not invalidate the compiled graph (no guard on _native_step)."""
+    import torch._dynamo
+    step = use("native", monkeypatch)
+    q, k, v, g, beta, S = inputs(1, 4, 32, 32, "channel", torch.float32)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    f = torch.compile(lambda *a: step.kda_step(*a), backend=backend, fullgraph=True)
+    S1, S2 = S.clone(), S.clone()
+    o1 = f(q, k, v, g, beta, S1)
+    for _ in range(2):
+        step.kda_step(q, k, v, g, beta, S.clone())    # eager: plans, then hands the plan to C++
+    assert step._native_step is not None and native.module().plans() == 1
+    o2 = f(q, k, v, g, beta, S2)
+    assert len(graphs) == 1, f"compiled {len(graphs)} times"
+    assert torch.equal(o1, step.kda_step(q, k, v, g, beta, S.clone()))
+    assert torch.equal(o1, o2) and torch.equal(S1, S2)
