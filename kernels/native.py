@@ -4,7 +4,7 @@
 
 | value | what happens |
 |---|---|
-| ``auto`` (default) | the first ``kda_step`` on CUDA starts the build in a background thread (~30 s the first time, then torch's extension cache); calls take the Python launcher until it is ready |
+| ``auto`` (default) | the first ``kda_step`` on CUDA starts the build in a background thread (~20 s the first time on a 2-core box, then 0.2 - 0.3 s from torch's extension cache); calls take the Python launcher until it is ready |
 | ``1`` | the build runs in the foreground at the first CUDA call, and a failure is an error |
 | ``0`` | never: the Python launcher only |
 

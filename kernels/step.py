@@ -222,7 +222,7 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
             and state.is_contiguous() and (g is None or g.is_contiguous())
             and (read is None or read.is_contiguous())):
         raise ValueError("kda_step: q, k, v, g, beta, state and read must be contiguous")
-    if _IS_COMPILING is not None and _IS_COMPILING():
+    if _compiling():
         if config is not None:
             raise ValueError("kda_step: config= is for benchmarks; under torch.compile the op picks its tiles")
         gate, scale0 = _plan(q, k, v, g, beta, state, read, None)[:2]

@@ -33,7 +33,7 @@ using LaunchFn = int (*)(void* f, unsigned gx, unsigned gy, unsigned gz, unsigne
 using ParamInfoFn = int (*)(void* f, size_t index, size_t* offset, size_t* size);
 
 LaunchFn g_launch = nullptr;
-ParamInfoFn g_param_info = nullptr;   // CUDA >= 12.4 drivers; null: the layout is not checked
+ParamInfoFn g_param_info = nullptr;   // CUDA >= 12.4 drivers; null: add_plan takes no plans
 std::string g_driver_error;
 
 bool load_driver() {
@@ -169,21 +169,20 @@ at::Tensor step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c
   if (!key) return at::Tensor();
   const Plan* found = find(*key);
   if (!found || !eligible(q, k, v, g, beta, state, read, *key)) return at::Tensor();
-  const Plan plan = *found;                       // by value: nothing below may touch g_plans
-  const Plan* p = &plan;
+  const Plan p = *found;                          // by value: nothing below may touch g_plans
   at::Tensor o = at::empty(v.sizes(), v.options());                           // (B, H, V)
-  if (p->gx == 0 || p->gy == 0) return o;         // B*H = 0: nothing to launch (cuLaunchKernel refuses a 0 grid)
+  if (p.gx == 0 || p.gy == 0) return o;         // B*H = 0: nothing to launch (cuLaunchKernel refuses a 0 grid)
   void* ptrs[8] = {q.data_ptr(), k.data_ptr(), v.data_ptr(), g ? g->data_ptr() : q.data_ptr(),  // g: unread when absent
                    beta.data_ptr(), state.data_ptr(), o.data_ptr(),
                    read ? read->data_ptr() : o.data_ptr()};                      // r: unwritten when absent
-  float s = scale ? static_cast<float>(*scale) : p->scale0;
+  float s = scale ? static_cast<float>(*scale) : p.scale0;
   void* scratch[2] = {nullptr, nullptr};   // the kernel uses neither (checked by Python at plan time)
   void* params[kParams] = {&ptrs[0], &ptrs[1], &ptrs[2], &ptrs[3], &ptrs[4], &ptrs[5], &ptrs[6], &ptrs[7],
                            &s, &scratch[0], &scratch[1]};
   void* stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)
                      ->getStream(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>((*key)[0])))
                      .native_handle();
-  int err = g_launch(p->function, p->gx, p->gy, 1, p->threads, 1, 1, p->shared, stream, params, nullptr);
+  int err = g_launch(p.function, p.gx, p.gy, 1, p.threads, 1, 1, p.shared, stream, params, nullptr);
   if (err != 0) throw std::runtime_error("kda_step: cuLaunchKernel failed with CUresult " + std::to_string(err));
   return o;
 }
