@@ -54,17 +54,48 @@ class Frame:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Frame":
+        """The frame, or ValueError naming what is corrupt. Every number the bytes declare is
+        checked before it sizes anything: the bytes may come from a stranger's trace."""
         (n,) = struct.unpack_from("<I", data, 0)
+        if 4 + n > len(data):
+            raise ValueError(f"its table claims {n:,} bytes, the frame has {len(data) - 4:,}")
         head = json.loads(data[4:4 + n])
+        if not (isinstance(head, dict) and _is_int(head.get("step")) and isinstance(head.get("meta"), dict)
+                and isinstance(head.get("arrays"), list)):
+            raise ValueError("its table lacks step, meta or arrays")
         body = memoryview(data)[4 + n:]
         arrays = {}
-        for key, dtype, shape, offset, nbytes in head["arrays"]:
-            dt = np.dtype(dtype)
-            if dt.hasobject or offset + nbytes > len(body):
-                raise ValueError(f"array {key!r} is corrupt")
+        for entry in head["arrays"]:
+            key, dt, shape, offset, nbytes = _array_entry(entry, len(body))
             arrays[key] = np.frombuffer(body[offset:offset + nbytes], dtype=dt).reshape(shape)
         return cls(head["step"], head["meta"], arrays)
 
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in self.arrays.values())
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _array_entry(entry, body_len: int):
+    """(key, dtype, shape, offset, nbytes) of one table row, checked against the body's size."""
+    if not (isinstance(entry, list) and len(entry) == 5 and isinstance(entry[0], str)):
+        raise ValueError("an array entry is not [key, dtype, shape, offset, nbytes]")
+    key, dtype, shape, offset, nbytes = entry
+    if not isinstance(dtype, str) or len(dtype) > 8:
+        raise ValueError(f"array {key!r} has no dtype")
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"array {key!r} has an unknown dtype {dtype!r}") from None
+    if dt.kind not in "biuf":               # numbers only: no objects, strings or records
+        raise ValueError(f"array {key!r} has dtype {dtype!r}, not a number type")
+    if not (isinstance(shape, list) and len(shape) <= 8 and all(_is_int(d) and d >= 0 for d in shape)):
+        raise ValueError(f"array {key!r} has a bad shape")
+    if not (_is_int(offset) and _is_int(nbytes) and 0 <= offset and 0 <= nbytes and offset + nbytes <= body_len):
+        raise ValueError(f"array {key!r} lies outside the frame")
+    if int(np.prod(shape, dtype=object)) * dt.itemsize != nbytes:
+        raise ValueError(f"array {key!r}: its shape does not match its {nbytes:,} bytes")
+    return key, dt, shape, offset, nbytes

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import yaml
 
+from .files import read_regular
+
 MAX_FILE_BYTES = 1 << 20          # 1 MiB: a scenario is a page of YAML, not a data set
 MAX_NODES = 100_000               # after alias expansion
 MAX_DEPTH = 40
@@ -126,10 +128,7 @@ def load_text(text: str | bytes, file: str = "<string>") -> Located:
 def load_file(path: str | Path) -> Located:
     path = Path(path)
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise _fail(str(path), 1, 1, f"file is {size:,} bytes (limit {MAX_FILE_BYTES:,})")
-        raw = path.read_bytes()
+        raw = read_regular(path, MAX_FILE_BYTES)     # no FIFO, device or directory; bounded
     except OSError as e:
         raise _fail(str(path), 1, 1, f"cannot read: {e.strerror or e}")
     return load_text(raw, str(path))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .files import open_regular
 from .frame import Frame
 from .scenario import Scenario, ScenarioError, build_config, total_steps
 from .scenario_yaml import Located
@@ -415,7 +416,7 @@ class Replay(Cursor):
 
 def is_trace(path: str | Path) -> bool:
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:     # a FIFO or device is no trace (and must not block us)
             return f.read(len(MAGIC)) == MAGIC
     except OSError:
         return False

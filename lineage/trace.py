@@ -11,21 +11,27 @@ Layout (little-endian):
 Each frame is flushed as written, so a crash loses at most the step being written; such a
 file has no footer and reads as truncated (its complete frames are still there: `salvage=True`).
 Reading indexes record offsets without decompressing, so a long trace never has to fit in memory.
-No torch and no pickle anywhere on this path.
+No torch and no pickle anywhere on this path. A trace may come from a stranger, so every length
+it declares is checked against the file and a cap before anything is allocated, decompression
+stops at the cap, and JSON parts are checked for size, depth and shape.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import struct
 import zlib
 from pathlib import Path
 
+from .files import open_regular
 from .frame import Frame
 
 MAGIC = b"LNTRACE\n"
 FORMAT = 1
 _REC = struct.Struct("<cII")
+MAX_FRAME_BYTES = 64 << 20      # one frame, decompressed; k3-mini's is ~150 KB
+MAX_META_BYTES = 16 << 20       # header or footer JSON, decompressed (the scenario text is at most 1 MiB)
 
 
 class TraceError(Exception):
@@ -58,7 +64,10 @@ class TraceWriter:
     def write(self, frame: Frame) -> None:
         if frame.step != self.frames:
             raise ValueError(f"frames must be written in order: expected step {self.frames}, got {frame.step}")
-        self.bytes_frames += self._record(b"F", frame.to_bytes())
+        payload = frame.to_bytes()
+        if len(payload) > MAX_FRAME_BYTES:      # never write what a reader would refuse
+            raise ValueError(f"frame {frame.step} is {len(payload):,} bytes (limit {MAX_FRAME_BYTES:,})")
+        self.bytes_frames += self._record(b"F", payload)
         self.frames += 1
 
     def close(self) -> None:
@@ -83,7 +92,7 @@ class TraceReader:
         self.path = Path(path)
         self.truncated = False
         try:
-            self._f = open(self.path, "rb")
+            self._f = open_regular(self.path)
         except OSError as e:
             raise TraceError(f"{self.path}: cannot open: {e.strerror or e}") from None
         if self._f.read(len(MAGIC)) != MAGIC:
@@ -92,7 +101,7 @@ class TraceReader:
         digest = hashlib.sha256()
         header = footer = None
         pos = len(MAGIC)
-        size = self.path.stat().st_size
+        size = os.fstat(self._f.fileno()).st_size
         problem = None
         while pos < size:
             self._f.seek(pos)
@@ -101,15 +110,19 @@ class TraceReader:
                 problem = f"truncated: a record header at byte {pos} is cut off"
                 break
             kind, n, crc = _REC.unpack(raw)
+            cap = MAX_FRAME_BYTES if kind == b"F" else MAX_META_BYTES
+            if n > cap + 1024:      # zlib adds a few bytes even to stored data
+                raise TraceError(f"{self.path}: corrupt: the record at byte {pos} claims {n:,} bytes "
+                                 f"(limit {cap:,})")
             if pos + _REC.size + n > size:
                 problem = f"truncated: the record at byte {pos} needs {n:,} bytes, the file ends first"
                 break
             if kind == b"H" and header is None:
-                header = json.loads(self._payload(pos + _REC.size, n, crc, "header"))
+                header = self._json(pos + _REC.size, n, crc, "header")
             elif kind == b"F":
                 self._offsets.append((pos + _REC.size, n, crc))
             elif kind == b"E":
-                footer = json.loads(self._payload(pos + _REC.size, n, crc, "footer"))
+                footer = self._json(pos + _REC.size, n, crc, "footer")
                 pos += _REC.size + n
                 break
             else:
@@ -118,6 +131,8 @@ class TraceReader:
             pos += _REC.size + n
         if header is None:
             raise TraceError(f"{self.path}: corrupt or empty: no header record")
+        if not (isinstance(header.get("scenario"), str) and isinstance(header.get("info"), dict)):
+            raise TraceError(f"{self.path}: corrupt: the header lacks its scenario text or info")
         if header.get("format") != FORMAT:
             raise TraceError(f"{self.path}: trace format {header.get('format')} is not supported (this lineage reads {FORMAT})")
         if footer is None and problem is None:
@@ -138,15 +153,33 @@ class TraceReader:
         self.scenario_text: str = header["scenario"]
         self.info: dict = header["info"]
 
-    def _payload(self, offset: int, n: int, crc: int, what: str) -> bytes:
+    def _payload(self, offset: int, n: int, crc: int, what: str, cap: int = MAX_FRAME_BYTES) -> bytes:
         self._f.seek(offset)
         z = self._f.read(n)
         if zlib.crc32(z) != crc:
             raise TraceError(f"{self.path}: corrupt: {what} at byte {offset} fails its checksum")
+        d = zlib.decompressobj()
         try:
-            return zlib.decompress(z)
+            out = d.decompress(z, cap + 1)      # a zlib bomb stops here, not at gigabytes
         except zlib.error as e:
             raise TraceError(f"{self.path}: corrupt: {what} at byte {offset}: {e}") from None
+        if len(out) > cap:
+            raise TraceError(f"{self.path}: corrupt: {what} at byte {offset} expands past {cap:,} bytes")
+        if not d.eof:
+            raise TraceError(f"{self.path}: corrupt: {what} at byte {offset}: its compressed data is incomplete")
+        return out
+
+    def _json(self, offset: int, n: int, crc: int, what: str) -> dict:
+        """A header or footer: a JSON object of bounded size and depth."""
+        raw = self._payload(offset, n, crc, what, MAX_META_BYTES)
+        try:
+            value = json.loads(raw)
+        except (ValueError, RecursionError) as e:        # RecursionError: nested past the stack
+            reason = "nested too deeply" if isinstance(e, RecursionError) else f"not JSON ({e})"
+            raise TraceError(f"{self.path}: corrupt: {what} at byte {offset} is {reason}") from None
+        if not isinstance(value, dict):
+            raise TraceError(f"{self.path}: corrupt: {what} at byte {offset} is not a JSON object")
+        return value
 
     def __len__(self) -> int:
         return len(self._offsets)
@@ -157,8 +190,9 @@ class TraceReader:
         off, n, crc = self._offsets[i]
         try:
             return Frame.from_bytes(self._payload(off, n, crc, f"frame {i}"))
-        except (ValueError, KeyError, struct.error, json.JSONDecodeError) as e:
-            raise TraceError(f"{self.path}: corrupt: frame {i}: {e}") from None
+        except (ValueError, TypeError, KeyError, struct.error, RecursionError) as e:
+            reason = "nested too deeply" if isinstance(e, RecursionError) else e
+            raise TraceError(f"{self.path}: corrupt: frame {i}: {reason}") from None
 
     def close(self) -> None:
         self._f.close()

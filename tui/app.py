@@ -21,6 +21,7 @@ from textual.widgets import Footer, Header, Static
 
 from scenarios import DIR as SCENARIO_DIR
 
+from . import served
 from .screens.error import ErrorScreen
 from .screens.goto import AskScreen
 from .screens.help import HelpScreen
@@ -136,6 +137,10 @@ class LineageApp(App):
 
     # -- opening ----------------------------------------------------------------------
     def open(self, path: str) -> None:
+        refused = served.refusal(str(path))     # served to a browser: not a reader of any file
+        if refused is not None:
+            self._open_failed(str(path), [refused], quotes_file=False)
+            return
         self._load_path(str(path))
 
     @work(thread=True, exclusive=True, group="load")
@@ -158,10 +163,11 @@ class LineageApp(App):
             return
         self.call_from_thread(self._opened, cursor, path)
 
-    def _open_failed(self, path: str, lines: list[str]) -> None:
+    def _open_failed(self, path: str, lines: list[str], quotes_file: bool = True) -> None:
         keeping = self.cursor.info["title"] if self.cursor else None
         self.query_one("#loading", Static).display = False
-        self.push_screen(ErrorScreen(f"Could not open {path}", lines, keeping))
+        shown = served.shown_problems(lines, path) if quotes_file else lines
+        self.push_screen(ErrorScreen(f"Could not open {path}", shown, keeping))
 
     def _opened(self, cursor, path: str) -> None:
         old = self.cursor

@@ -189,6 +189,7 @@ def _snapshot(args) -> int:
     out = Path(args.output)
     if str(out) != "-" and out.suffix not in (".txt", ".svg", ".png"):
         return _err(f"{out}: the snapshot format comes from the suffix: .txt, .svg or .png")
+    cur.frame(args.step - 1)     # a corrupt frame fails here with its one line, not inside the headless app
     if out.suffix in (".svg", ".png"):
         from tui.snapshot import render_svg, svg_to_png
         try:
@@ -222,12 +223,21 @@ def _run(path: str | None, salvage: bool) -> int:
 
 def _serve(args) -> int:
     try:
-        from textual_serve.server import Server
+        from tui.serve import serve
     except ImportError:
         return _err("lineage serve needs textual-serve: pip install textual-serve")
-    target = f" run {_resolve(args.file)}" if args.file else ""
-    Server(f"{sys.executable} -m tui.cli{target}", host=args.host, port=args.port, title="lineage").serve()
-    return 0
+    from tui.served import refusal
+    root = Path(args.root).resolve()
+    argv = [sys.executable, "-m", "tui.cli"]      # an argument list: no shell ever sees the file name
+    if args.file:
+        path = str(Path(_resolve(args.file)).resolve())
+        refused = refusal(path, root)             # the file must be one the served app may open
+        if refused is not None:
+            return _err(refused + " (serve from its directory or pass --root)")
+        if not _check(path):
+            return 2
+        argv += ["run", path]
+    return serve(argv, args.host, args.port, str(root), tuple(args.allow_origin))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,8 +260,13 @@ def main(argv: list[str] | None = None) -> int:
     prun.add_argument("--salvage", action="store_true", help="open the complete frames of a truncated trace")
     pserve = sub.add_parser("serve", help="serve the app to a browser on localhost (textual-serve)")
     pserve.add_argument("file", nargs="?")
-    pserve.add_argument("--host", default="localhost")
+    pserve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; "
+                        "anything else is reachable from other machines)")
     pserve.add_argument("--port", type=int, default=8000)
+    pserve.add_argument("--root", default=".", help="the served app opens files only under this directory "
+                        "(and the bundled scenarios); default: the current directory")
+    pserve.add_argument("--allow-origin", action="append", default=[], metavar="URL",
+                        help="another origin allowed to connect, e.g. https://lab.example:8443 (repeatable)")
     pv = sub.add_parser("validate", help="check scenario (or trace) files: exit 0, or 2 with FILE:LINE:COL: problem")
     pv.add_argument("files", nargs="+")
     pr = sub.add_parser("record", help="run a scenario and write its frames to a trace file")
@@ -269,11 +284,14 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     handlers = {"list": _list, "validate": _validate, "record": _record, "snapshot": _snapshot}
     if args.cmd in handlers:
+        from lineage.trace import TraceError
         try:
             return handlers[args.cmd](args)
         except BrokenPipeError:          # `lineage list | head`: the reader left, nothing is wrong
             sys.stderr.close()
             return 0
+        except TraceError as e:          # a frame found corrupt when it is read: its one line, exit 2
+            return _err(str(e))
     if args.cmd == "params":
         return _params(args)
     if args.cmd == "memory":

@@ -1,6 +1,7 @@
 """A scenario or trace that could not be opened: the located problems, and the app carries on."""
 from __future__ import annotations
 
+from rich.markup import escape
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
@@ -21,7 +22,7 @@ class ErrorScreen(ModalScreen):
 
     def compose(self):
         with Vertical():
-            yield Static(f"[b]{self.title_text}[/b]")
+            yield Static(f"[b]{escape(self.title_text)}[/b]")     # a file name may look like markup
             yield Static("\n".join(self.lines), markup=False)
             yield Static(f"Still showing: {self.keeping}" if self.keeping else "Nothing else is open.")
             yield Button("OK", variant="primary")
