@@ -160,7 +160,7 @@ class _Builder:
             for k_node, v_node in node.value:
                 if not isinstance(k_node, yaml.ScalarNode) or k_node.tag not in _PLAIN_TAGS:
                     raise self.fail(k_node, "mapping keys must be plain names", path)
-                key = self.scalars.construct_object(k_node)
+                key = self.scalar(k_node, path)
                 if not isinstance(key, (str, int)) or isinstance(key, bool):
                     raise self.fail(k_node, f"mapping key {key!r} must be a name", path)
                 if key in out:
@@ -170,7 +170,13 @@ class _Builder:
             return out
         if isinstance(node, yaml.SequenceNode):
             return [self.build(v, path + (i,), depth + 1) for i, v in enumerate(node.value)]
+        return self.scalar(node, path)
+
+    def scalar(self, node, path: Path_):
+        # PyYAML's constructors for the plain tags fail in many ways on values that do not parse
+        # (`!!bool maybe` is a KeyError, `!!int x` a ValueError, a bad `!!timestamp` an
+        # AttributeError): any failure here is a bad value at this node, never a traceback
         try:
             return self.scalars.construct_object(node)
-        except (yaml.YAMLError, ValueError, OverflowError) as e:
-            raise self.fail(node, f"bad value: {e}", path)
+        except Exception:  # noqa: BLE001  (their messages say nothing useful: 'NoneType' has no 'groupdict')
+            raise self.fail(node, f"{str(node.value)[:40]!r} is not a valid {node.tag.rsplit(':', 1)[-1]}", path)
