@@ -372,9 +372,9 @@ class Session(Cursor):
             z = z.masked_fill(z < v[-1], float("-inf"))
         return int(torch.multinomial(z.softmax(-1).cpu(), 1, generator=self.gen))
 
-    def record_to(self, path: str | Path) -> TraceWriter:
+    def record_to(self, path: str | Path, overwrite: bool = False) -> TraceWriter:
         """Write every frame made from now on (and those already made) to a trace file."""
-        self.writer = TraceWriter(path, self.sc.text or "", self.info)
+        self.writer = TraceWriter(path, self.sc.text or "", self.info, overwrite=overwrite)
         for f in self.frames:
             self.writer.write(f)
         return self.writer

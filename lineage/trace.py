@@ -8,8 +8,11 @@ Layout (little-endian):
         kind b"F": one Frame (see frame.py)
         kind b"E": JSON footer {"frames": N, "digest": sha256 over every earlier record's crc}
 
-Each frame is flushed as written, so a crash loses at most the step being written; such a
-file has no footer and reads as truncated (its complete frames are still there: `salvage=True`).
+A trace is written to OUT.partial, created exclusively (so it is also the lock: a second
+recording to the same OUT is refused), and becomes OUT only when closed: nobody ever reads a
+half-written OUT, and without `overwrite` an existing OUT is never replaced. Each frame is
+flushed as written, so a crash loses at most the step being written; the .partial file then
+has no footer and reads as truncated (its complete frames are still there: `salvage=True`).
 Reading indexes record offsets without decompressing, so a long trace never has to fit in memory.
 No torch and no pickle anywhere on this path. A trace may come from a stranger, so every length
 it declares is checked against the file and a cap before anything is allocated, decompression
@@ -39,13 +42,23 @@ class TraceError(Exception):
 
 
 class TraceWriter:
-    def __init__(self, path: str | Path, scenario_text: str, info: dict, level: int = 0):
+    def __init__(self, path: str | Path, scenario_text: str, info: dict, level: int = 0,
+                 overwrite: bool = False):
         """level: zlib level for frames. 0 (stored) by default: float16 state matrices are noise to
-        zlib (level 1 saved 11% of a k3-mini frame and cost 1.6 ms, a quarter of a step)."""
+        zlib (level 1 saved 11% of a k3-mini frame and cost 1.6 ms, a quarter of a step).
+        Raises FileExistsError when `path` exists (unless overwrite) or another writer holds it."""
         from . import __version__
         self.path = Path(path)
-        self.level = level
-        self._f = open(self.path, "wb")
+        self.partial = self.path.with_name(self.path.name + ".partial")
+        self.level, self.overwrite = level, overwrite
+        if self.path.exists() and not overwrite:
+            raise FileExistsError(0, "exists (--force replaces it)", str(self.path))
+        try:
+            fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except FileExistsError:
+            raise FileExistsError(0, f"{self.partial.name} exists: another recording is writing it, or one was "
+                                  "killed (remove it; its frames open with --salvage)", str(self.path)) from None
+        self._f = os.fdopen(fd, "wb")
         self._digest = hashlib.sha256()
         self.frames = 0
         self.bytes_frames = 0
@@ -71,11 +84,35 @@ class TraceWriter:
         self.frames += 1
 
     def close(self) -> None:
+        """Finish the trace and publish it as `path`. If the footer cannot be written (a full
+        disk), what was written is still published: a truncated trace whose frames salvage reads."""
         if self._f.closed:
             return
-        foot = {"frames": self.frames, "digest": self._digest.hexdigest()}
-        self._record(b"E", json.dumps(foot).encode(), 6)
-        self._f.close()
+        try:
+            foot = {"frames": self.frames, "digest": self._digest.hexdigest()}
+            self._record(b"E", json.dumps(foot).encode(), 6)
+        finally:
+            try:
+                self._f.close()
+            except OSError:
+                pass
+            self._publish()
+
+    def _publish(self) -> None:
+        if self.overwrite:
+            os.replace(self.partial, self.path)
+            return
+        try:
+            os.link(self.partial, self.path)      # atomic, and fails rather than replace a file made meanwhile
+        except FileExistsError:
+            raise FileExistsError(0, f"appeared while recording; this recording is kept as {self.partial.name}",
+                                  str(self.path)) from None
+        except OSError:                           # a file system without hard links
+            if self.path.exists():
+                raise FileExistsError(0, f"appeared while recording; kept as {self.partial.name}", str(self.path))
+            os.replace(self.partial, self.path)
+            return
+        os.unlink(self.partial)
 
     def __enter__(self):
         return self

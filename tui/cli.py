@@ -156,6 +156,10 @@ def _open(path: str, salvage: bool = False):
 def _record(args) -> int:
     import time
     from lineage.session import Session
+    out = Path(args.output)
+    problem = _output_problem(out, Path(_resolve(args.scenario)), args.force)
+    if problem is not None:                  # before the model is built: fail in milliseconds
+        return _err(f"{out}: {problem}")
     cur, code = _open(args.scenario)
     if cur is None:
         return code
@@ -163,18 +167,51 @@ def _record(args) -> int:
         return _err(f"{args.scenario}: is already a trace (record takes a scenario)")
     n = cur.total if args.steps is None else min(args.steps, cur.total)
     t0 = time.perf_counter()
-    writer = cur.record_to(args.output)
+    try:
+        writer = cur.record_to(out, overwrite=args.force)
+    except OSError as e:                     # exists meanwhile, another recording, read-only directory
+        return _err(f"{out}: {e.strerror or e}")
     try:
         cur.record_all(n)
-    finally:
+    except KeyboardInterrupt:
+        _close_quietly(cur)
+        print(f"{out}: interrupted: its first {writer.frames} frames are kept", file=sys.stderr)
+        return 130
+    except OSError as e:                     # a full disk, most likely
+        _close_quietly(cur)
+        return _err(f"{out}: {e.strerror or e} after {writer.frames} frames; those are kept "
+                    f"(lineage run {out} --salvage)")
+    try:
         cur.close()
+    except OSError as e:
+        return _err(f"{out}: {e.strerror or e}")
     dt = time.perf_counter() - t0
-    size = Path(args.output).stat().st_size
-    print(f"{args.output}: {n} steps in {dt:.2f} s ({n / dt:.1f} steps/s), {size:,} bytes "
+    size = out.stat().st_size
+    print(f"{out}: {n} steps in {dt:.2f} s ({n / dt:.1f} steps/s), {size:,} bytes "
           f"({writer.bytes_frames / max(n, 1):,.0f} bytes per step)")
     if args.steps is not None and args.steps > cur.total:
         print(f"note: the scenario has {cur.total} steps; recorded all of them", file=sys.stderr)
     return 0
+
+
+def _output_problem(out: Path, source: Path, force: bool) -> str | None:
+    """Why `record -o out` must not start, or None."""
+    if out.is_dir():
+        return "is a directory (give a file name, e.g. -o run.trace)"
+    if not out.parent.is_dir():
+        return f"no such directory: {out.parent}"
+    if out.exists() and source.exists() and out.resolve() == source.resolve():
+        return "is the scenario being recorded; choose another -o"
+    if out.exists() and not force:
+        return "exists (--force replaces it)"
+    return None
+
+
+def _close_quietly(cur) -> None:
+    try:
+        cur.close()          # publishes what was written, even without its footer
+    except OSError:
+        pass
 
 
 def _snapshot(args) -> int:
@@ -273,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("scenario")
     pr.add_argument("-o", "--output", required=True)
     pr.add_argument("--steps", type=int, default=None, help="record only the first N steps")
+    pr.add_argument("--force", action="store_true", help="replace OUT if it exists")
     ps = sub.add_parser("snapshot", help="render a step of a scenario or trace to a file")
     ps.add_argument("source")
     ps.add_argument("--step", type=int, required=True, help="1-based step, as the app's counter shows")
