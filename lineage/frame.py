@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .escapes import visible_tree
+
 
 @dataclass(frozen=True, eq=False)
 class Frame:
@@ -68,7 +70,8 @@ class Frame:
         for entry in head["arrays"]:
             key, dt, shape, offset, nbytes = _array_entry(entry, len(body))
             arrays[key] = np.frombuffer(body[offset:offset + nbytes], dtype=dt).reshape(shape)
-        return cls(head["step"], head["meta"], arrays)
+        # text in a frame (tokens, captions) is shown on a terminal: no raw control characters
+        return cls(head["step"], visible_tree(head["meta"]), arrays)
 
     @property
     def nbytes(self) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from .escapes import first_control, visible
 from .files import read_regular
 
 MAX_FILE_BYTES = 1 << 20          # 1 MiB: a scenario is a page of YAML, not a data set
@@ -35,8 +36,8 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.path}: " if self.path else ""
-        # one line per problem, whatever the message quoted
-        return f"{self.file}:{self.line}:{self.col}: {where}{self.message}".replace("\r", " ").replace("\n", " ")
+        # one line per problem, whatever the message quoted, and no control character reaches the terminal
+        return visible(f"{self.file}:{self.line}:{self.col}: {where}{self.message}", keep_newlines=False)
 
 
 class ScenarioError(Exception):
@@ -163,6 +164,8 @@ class _Builder:
                 key = self.scalar(k_node, path)
                 if not isinstance(key, (str, int)) or isinstance(key, bool):
                     raise self.fail(k_node, f"mapping key {key!r} must be a name", path)
+                if isinstance(key, str) and first_control(key):
+                    raise self.fail(k_node, f"key {visible(key)!r} contains a control character", path)
                 if key in out:
                     raise self.fail(k_node, f"duplicate key {key!r}", path + (key,))
                 self.loc.keys[path + (key,)] = _mark(k_node)
@@ -177,6 +180,10 @@ class _Builder:
         # (`!!bool maybe` is a KeyError, `!!int x` a ValueError, a bad `!!timestamp` an
         # AttributeError): any failure here is a bad value at this node, never a traceback
         try:
-            return self.scalars.construct_object(node)
+            value = self.scalars.construct_object(node)
         except Exception:  # noqa: BLE001  (their messages say nothing useful: 'NoneType' has no 'groupdict')
             raise self.fail(node, f"{str(node.value)[:40]!r} is not a valid {node.tag.rsplit(':', 1)[-1]}", path)
+        if isinstance(value, str) and (c := first_control(value)):
+            raise self.fail(node, f"contains the control character {visible(c)}: terminal escape sequences and "
+                                  "control characters are not allowed in scenario text", path)
+        return value

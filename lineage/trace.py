@@ -27,6 +27,7 @@ import struct
 import zlib
 from pathlib import Path
 
+from .escapes import visible_tree
 from .files import open_regular
 from .frame import Frame
 
@@ -188,7 +189,7 @@ class TraceReader:
             self.truncated = True
         self.header = header
         self.scenario_text: str = header["scenario"]
-        self.info: dict = header["info"]
+        self.info: dict = visible_tree(header["info"])      # its title is shown on a terminal
 
     def _payload(self, offset: int, n: int, crc: int, what: str, cap: int = MAX_FRAME_BYTES) -> bytes:
         self._f.seek(offset)
