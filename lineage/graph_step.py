@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import torch
 
-from .deltanet import DeltaState
-from .linear_attention import LinearState
-from .mla import LatentCache, StaticLatentCache
+from .mechanisms.deltanet import DeltaState
+from .mechanisms.linear_attention import LinearState
+from .mechanisms.mla import LatentCache, StaticLatentCache
 from .model import LM, ModelState
 
 

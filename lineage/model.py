@@ -12,16 +12,16 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from .attention import SoftmaxAttention
-from .attnres import AttnRes
+from .mechanisms.attention import SoftmaxAttention
+from .mechanisms.attnres import AttnRes
 from .configs import ModelConfig
-from .deltanet import DeltaNet
-from .ffn import DenseFFN
-from .gated_deltanet import GatedDeltaNet
-from .kda import KDA
-from .linear_attention import LinearAttention
-from .mla import MLA
-from .moe import MoE
+from .mechanisms.deltanet import DeltaNet
+from .mechanisms.ffn import DenseFFN
+from .mechanisms.gated_deltanet import GatedDeltaNet
+from .mechanisms.kda import KDA
+from .mechanisms.linear_attention import LinearAttention
+from .mechanisms.mla import MLA
+from .mechanisms.moe import MoE
 
 MIXER_CLASSES = {"softmax": SoftmaxAttention, "linear": LinearAttention, "deltanet": DeltaNet,
                  "gdn": GatedDeltaNet, "kda": KDA, "mla": MLA}

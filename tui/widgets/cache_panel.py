@@ -57,7 +57,7 @@ class CachePanel(Panel):
         height = 16 if width >= 60 else 11
         plot = self._plot(b, ctx, cross, width, height)
         self.put(self.query_one("#plot", Static), plot)
-        from lineage.memory import batch_per_card
+        from lineage.arithmetic import batch_per_card
         weights = int(b["params"] * 2)
         batch = batch_per_card(ctx, int(per_tok), weights, state_bytes=b["state"]) if per_tok else None
         t = Text()

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from lineage.scenario import load, loads
-from lineage.session import Replay, Session, open_path
-from lineage.trace import TraceError, TraceReader
+from lineage.playback.session import Replay, Session, open_path
+from lineage.playback.trace import TraceError, TraceReader
 from tui.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SC = ROOT / "scenarios"
 BUNDLED = sorted(SC.glob("*.yaml"))
 
@@ -48,8 +48,8 @@ def test_two_facts_numbers():
 
 def test_toy_memory_is_the_real_rule():
     """The toy memory's state equals lineage.ops run on the same keys and values."""
-    from lineage.tasks import generate
-    from lineage.toy import Memory, check_recurrence
+    from lineage.scenario.tasks import generate
+    from lineage.playback.toy import Memory, check_recurrence
     sc = load(SC / "recall.yaml")
     seq = generate(sc.input.task)
     for spec in sc.model_specs:
@@ -236,7 +236,7 @@ def test_checkpoint_weights(tmp_path):
     import torch
     from lineage.model import LM
     from lineage.presets import get_preset
-    from lineage.scenario_yaml import ScenarioError
+    from lineage.scenario.problems import ScenarioError
     torch.manual_seed(123)
     model = LM(get_preset("tiny-kda"))
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp_path / "w.safetensors"))
@@ -244,7 +244,7 @@ def test_checkpoint_weights(tmp_path):
             "weights: {seed: 7, checkpoint: w.safetensors}\n")
     (tmp_path / "s.yaml").write_text(text)
     s = Session(load(tmp_path / "s.yaml"))
-    loaded = s.runners[0].model
+    loaded = s.runner.models[0].model
     assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), model.state_dict().values()))
     seeded = Session(loads(text.replace(", checkpoint: w.safetensors", "")))
     assert not np.array_equal(s.frame(0).get(0, "top_probs"), seeded.frame(0).get(0, "top_probs"))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .configs import MLAConfig
+from ..configs import MLAConfig
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .configs import MoEConfig
+from ..configs import MoEConfig
 from .ffn import gated_act
 
 

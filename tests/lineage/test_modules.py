@@ -3,17 +3,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lineage.attention import KVCache, SoftmaxAttention
+from lineage.mechanisms.attention import KVCache, SoftmaxAttention
 from lineage.configs import (AttentionConfig, DeltaNetConfig, DenseFFNConfig, GatedDeltaNetConfig, KDAConfig,
                              LinearAttentionConfig, MLAConfig, MoEConfig)
-from lineage.deltanet import DeltaNet
-from lineage.ffn import DenseFFN
-from lineage.gated_deltanet import GatedDeltaNet
-from lineage.kda import KDA
-from lineage.linear_attention import LinearAttention
-from lineage.mla import MLA
-from lineage.moe import MoE
-from lineage.short_conv import ShortConv
+from lineage.mechanisms.deltanet import DeltaNet
+from lineage.mechanisms.ffn import DenseFFN
+from lineage.mechanisms.gated_deltanet import GatedDeltaNet
+from lineage.mechanisms.kda import KDA
+from lineage.mechanisms.linear_attention import LinearAttention
+from lineage.mechanisms.mla import MLA
+from lineage.mechanisms.moe import MoE
+from lineage.mechanisms.short_conv import ShortConv
 
 D = 60
 TOL = 1e-10

@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lineage.scenario import load, loads
-from lineage.scenario_yaml import ScenarioError
+from lineage.scenario.problems import ScenarioError
 from tui.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BUNDLED = sorted((ROOT / "scenarios").glob("*.yaml"))
 LINE = re.compile(r"^[^\n:]+:\d+:\d+: .+$")
 GOOD = (ROOT / "scenarios" / "tour.yaml").read_text()
@@ -63,7 +63,7 @@ def test_located_problems(text, where, says):
 
 
 def test_binary_junk_and_bombs():
-    from lineage.scenario_yaml import load_text
+    from lineage.scenario.reader import load_text
     assert "s.yaml:2:5: character #x0000 is not allowed" in problems_of("version: 1\njunk\x00", "s.yaml")[0]
     with pytest.raises(ScenarioError, match=r"s.yaml:2:1: not UTF-8"):
         load_text(b"version: 1\n\xff\xfe\x00junk", "s.yaml")
@@ -99,7 +99,7 @@ def test_validate_is_fast_and_torch_free():
 def _check_located(text_or_bytes):
     """The loader either accepts the text or raises ScenarioError with located one-liners;
     anything else (another exception, a hang) fails the test."""
-    from lineage.scenario_yaml import load_text
+    from lineage.scenario.reader import load_text
     from lineage.scenario import check
     try:
         check(load_text(text_or_bytes, "m.yaml"))

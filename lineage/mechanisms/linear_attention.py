@@ -6,8 +6,8 @@ from dataclasses import dataclass
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import ops
-from .configs import LinearAttentionConfig
+from .. import ops
+from ..configs import LinearAttentionConfig
 
 
 @dataclass

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from lineage.model import LM
-from lineage.params import count
+from lineage.arithmetic import count
 from lineage.presets import PRESETS, get_preset, runnable
 
 

@@ -13,44 +13,14 @@ from pathlib import Path
 
 import yaml
 
+from .problems import Path_, Problem, ScenarioError, dotted
+
 MAX_FILE_BYTES = 1 << 20          # 1 MiB: a scenario is a page of YAML, not a data set
 MAX_NODES = 100_000               # after alias expansion
 MAX_DEPTH = 40
 
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq",
                                                          "timestamp")}
-
-Path_ = tuple  # a path into the data: ("panels", 0, "layer")
-
-
-@dataclass(frozen=True)
-class Problem:
-    file: str
-    line: int          # 1-based
-    col: int           # 1-based
-    path: str          # dotted field path, "" for the whole file
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.path}: " if self.path else ""
-        # one line per problem, whatever the message quoted
-        return f"{self.file}:{self.line}:{self.col}: {where}{self.message}".replace("\r", " ").replace("\n", " ")
-
-
-class ScenarioError(Exception):
-    """One or more located problems; str() gives one line per problem."""
-
-    def __init__(self, problems: list[Problem]):
-        self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
-
-
-def dotted(path: Path_) -> str:
-    out = ""
-    for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out
-
 
 @dataclass
 class Located:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .configs import AttentionConfig
+from ..configs import AttentionConfig
 
 
 @dataclass

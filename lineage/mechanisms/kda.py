@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .configs import KDAConfig
+from ..configs import KDAConfig
 from .deltanet import DeltaNet
 from .gated_deltanet import init_decay_params
 

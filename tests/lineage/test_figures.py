@@ -2,7 +2,7 @@
 import pytest
 
 from lineage import figures
-from lineage.memory import kv_bytes_per_token, mla_bytes_per_token, recurrent_state_bytes, model_memory
+from lineage.arithmetic import kv_bytes_per_token, mla_bytes_per_token, recurrent_state_bytes, model_memory
 from lineage.presets import get_preset
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import ops
-from .configs import DenseFFNConfig
+from .. import ops
+from ..configs import DenseFFNConfig
 
 
 def gated_act(h: Tensor, act: str, beta: float, linear_beta: float | None) -> Tensor:

@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import ops
-from .configs import DeltaNetConfig
+from .. import ops
+from ..configs import DeltaNetConfig
 from .short_conv import ShortConv, l2norm
 
 

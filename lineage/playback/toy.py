@@ -2,13 +2,17 @@
 on vectors a teacher chose, one write or read per step, with nothing learned in between."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import Tensor
 
-from . import ops
-from .figures import two_unit_keys
-from .scenario import MemorySpec, TwoFacts
-from .tasks import Event, TaskSequence
+from .. import ops
+from ..figures import two_unit_keys
+
+if TYPE_CHECKING:   # annotations only: the toy needs neither the pydantic schema nor the task generator
+    from ..scenario.schema import MemorySpec
+    from ..scenario.tasks import Event, TaskSequence
 
 
 class Memory:
@@ -24,7 +28,7 @@ class Memory:
         K, V = spec.key_dim, spec.value_dim
         dt = torch.float64                      # toy numbers are read to many digits
         gen = torch.Generator().manual_seed(seed)
-        if isinstance(task, TwoFacts):
+        if task.kind == "two_facts":
             keys = two_unit_keys(task.overlap, K)                                   # (2, K)
             values = torch.tensor(task.values, dtype=dt)[:, None].expand(2, V).clone()
         else:

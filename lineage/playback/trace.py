@@ -36,7 +36,7 @@ class TraceWriter:
     def __init__(self, path: str | Path, scenario_text: str, info: dict, level: int = 0):
         """level: zlib level for frames. 0 (stored) by default: float16 state matrices are noise to
         zlib (level 1 saved 11% of a k3-mini frame and cost 1.6 ms, a quarter of a step)."""
-        from . import __version__
+        from .. import __version__
         self.path = Path(path)
         self.level = level
         self._f = open(self.path, "wb")

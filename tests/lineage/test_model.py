@@ -85,7 +85,7 @@ def test_static_cache_steps_equal_growing_cache(name):
     """The fixed-capacity MLA cache used for CUDA-graph capture gives the same logits, and the
     same attention over the written prefix, as the growing cache."""
     from lineage.graph_step import to_static
-    from lineage.mla import StaticLatentCache
+    from lineage.mechanisms.mla import StaticLatentCache
     torch.manual_seed(0)
     model = LM(get_preset(name)).double()
     ids = torch.randint(0, 256, (1, 16))
