@@ -30,6 +30,15 @@ class Frame:
     def layer_meta(self, model: int, layer: int) -> dict:
         return self.meta["models"][model]["layers"][layer]
 
+    def last_write(self, model: int, layer: int, head: int) -> np.ndarray:
+        """One head's last write to its state, delta S = k^T u (K, V) in float64: u = v for
+        linear attention (it adds), beta (v - read-back) for the delta rule (it corrects what k
+        recalled). Frames keep k, v, the read-back and beta, not a second K x V matrix."""
+        k, v, read = (self.get(model, n, layer)[head].astype(np.float64) for n in ("k", "v", "read"))
+        beta = self.get(model, "beta", layer)
+        linear = self.layer_meta(model, layer)["mixer"] == "linear"
+        return np.outer(k, v if linear else (1.0 if beta is None else float(beta[head])) * (v - read))
+
     # -- equality is bit-for-bit ------------------------------------------------------
     def __eq__(self, other) -> bool:
         if not isinstance(other, Frame) or self.step != other.step:
