@@ -34,3 +34,32 @@ class AttnRes(nn.Module):
     def starts_block(self, layer: int) -> bool:
         """At layer % block_size == 0 (not 0: the embedding is already block 0) the partial sum is closed."""
         return layer > 0 and layer % self.cfg.block_size == 0
+
+    def stream(self, x: Tensor) -> "DepthResidual":
+        """The residual stream of one forward or step, starting from the embedding x."""
+        return DepthResidual(self, x)
+
+
+class DepthResidual:
+    """The residual stream under AttnRes: the completed block sums (the embedding is block 0) and
+    the running partial sum of the current block. Each read is the next aggregation point's
+    learned mixture of them; each sublayer output adds to the partial sum."""
+
+    def __init__(self, attnres: AttnRes, x: Tensor):
+        self.ar, self.blocks, self.partial, self.point = attnres, [x], None, 0
+
+    def read(self) -> tuple[Tensor, Tensor]:
+        """h (..., D) and the weights (N, ...) over the sources it mixed."""
+        layer = self.point // 2
+        if self.point % 2 == 0 and self.ar.starts_block(layer):              # the mixer input of a new block
+            self.blocks, self.partial = [*self.blocks, self.partial], None
+        h, w = self.ar.aggregate(self.point, self.blocks, self.partial)
+        self.point += 1
+        return h, w
+
+    def add(self, y: Tensor) -> None:
+        self.partial = y if self.partial is None else self.partial + y
+
+    def out(self) -> tuple[Tensor, Tensor]:
+        """The final aggregation point, which feeds the output norm (it closes no block)."""
+        return self.ar.aggregate(self.point, self.blocks, self.partial)
