@@ -13,18 +13,15 @@ the real modules' numel). `lineage.arithmetic` sums them over a model.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from .arithmetic import kv_bytes_per_token, mla_bytes_per_token, recurrent_state_bytes
-
-MIXERS = ("softmax", "linear", "deltanet", "gdn", "kda", "mla")
-STATE_MIXERS = ("linear", "deltanet", "gdn", "kda")      # the mixers with a state matrix S
-DECAY_MIXERS = ("gdn", "kda")                            # the mixers with a learned decay
-FFNS = ("dense", "moe")
-
 
 class Part:
     """What a mechanism config answers without torch. Bytes: cache per token at `dtype_bytes`
     (bf16 by default), state per sequence at `dtype_bytes` (fp32) plus any cache-dtype buffers."""
+    holds_state: ClassVar[bool] = False     # a state matrix S per head (the state panel shows it)
+    has_decay: ClassVar[bool] = False       # a learned decay (the decay panel shows it)
 
     def params(self) -> int:
         raise NotImplementedError
@@ -68,6 +65,7 @@ class AttentionConfig(Part):
 @dataclass
 class LinearAttentionConfig(Part):
     """Additive linear attention with the elu + 1 feature map and a normaliser."""
+    holds_state: ClassVar[bool] = True
     d_model: int = 64
     n_heads: int = 2
     head_dim: int = 32
@@ -82,6 +80,7 @@ class LinearAttentionConfig(Part):
 @dataclass
 class DeltaNetConfig(Part):
     """DeltaNet: SiLU then L2-normalised q and k, sigmoid beta, optional short causal conv."""
+    holds_state: ClassVar[bool] = True
     d_model: int = 64
     n_heads: int = 2
     head_dim: int = 32                 # K = V = head_dim
@@ -102,6 +101,7 @@ class DeltaNetConfig(Part):
 @dataclass
 class GatedDeltaNetConfig(DeltaNetConfig):
     """Gated DeltaNet: DeltaNet plus one decay per head, g = -exp(A_log) softplus(a(x) + dt_bias)."""
+    has_decay: ClassVar[bool] = True
 
     def params(self) -> int:
         d, H, K = self.d_model, self.n_heads, self.head_dim
@@ -115,6 +115,7 @@ class KDAConfig(DeltaNetConfig):
     gate_form 'kimi' (Kimi Linear):   g = -exp(A_log[h]) * softplus(f + dt_bias)
     gate_form 'bounded' (K3):          g = lower_bound * sigmoid(exp(A_log[h]) * (f + dt_bias))
     """
+    has_decay: ClassVar[bool] = True
     gate_rank: int | None = None       # low-rank width of the decay projection; None: head_dim
     gate_form: str = "bounded"         # 'kimi' or 'bounded'
     lower_bound: float = -5.0
@@ -214,6 +215,18 @@ class AttnResConfig:
     eps: float = 1e-6
 
 
+# Every mechanism: kind -> (the ModelConfig field holding its config, its config class). Beside
+# its config class and that field, this is the line a new mechanism adds here; its nn.Module
+# goes in one line of model.py's MIXER_CLASSES / FFN_CLASSES.
+MIXER_CONFIGS = {"softmax": ("attention", AttentionConfig), "linear": ("linear", LinearAttentionConfig),
+                 "deltanet": ("deltanet", DeltaNetConfig), "gdn": ("gdn", GatedDeltaNetConfig),
+                 "kda": ("kda", KDAConfig), "mla": ("mla", MLAConfig)}
+FFN_CONFIGS = {"dense": ("dense", DenseFFNConfig), "moe": ("moe", MoEConfig)}
+MIXERS, FFNS = tuple(MIXER_CONFIGS), tuple(FFN_CONFIGS)
+STATE_MIXERS = tuple(k for k, (_, c) in MIXER_CONFIGS.items() if c.holds_state)   # the mixers with a state matrix S
+DECAY_MIXERS = tuple(k for k, (_, c) in MIXER_CONFIGS.items() if c.has_decay)     # the mixers with a learned decay
+
+
 @dataclass
 class ModelConfig:
     """A language model from a layer pattern. `mixers[i]` and `ffns[i]` name layer i's parts."""
@@ -243,11 +256,10 @@ class ModelConfig:
         return len(self.mixers)
 
     def mixer_config(self, kind: str):
-        return {"softmax": self.attention, "linear": self.linear, "deltanet": self.deltanet,
-                "gdn": self.gdn, "kda": self.kda, "mla": self.mla}[kind]
+        return getattr(self, MIXER_CONFIGS[kind][0])
 
     def ffn_config(self, kind: str):
-        return {"dense": self.dense, "moe": self.moe}[kind]
+        return getattr(self, FFN_CONFIGS[kind][0])
 
     def check(self) -> "ModelConfig":
         """Raise ValueError naming the first inconsistency; return self so calls chain."""

@@ -84,22 +84,19 @@ def figure_row(fig, i: int) -> dict:
                 "ratio_published": param_ratio(fig.published_big, fig.published_small),
                 "ratio_from_configs": big / small}
     if kind == "kv_cache":
-        n = fig.contexts[i]
-        per_token = kv_bytes_per_token(fig.kv_heads, fig.head_dim, fig.dtype_bytes) * fig.layers
-        card = int(fig.card_gb * 1e9) * fig.cards
-        weights = int(fig.weight_gb * 1e9)
-        batch = batch_per_card(n, per_token, weights, card)
-        prev = batch_per_card(fig.contexts[i - 1], per_token, weights, card) if i else None
-        return {"kind": kind, "context": n, "bytes_per_token": per_token, "cache_bytes_per_seq": per_token * n,
-                "batch": batch, "previous_batch": prev, "contexts": fig.contexts,
-                "batches": [batch_per_card(c, per_token, weights, card) for c in fig.contexts]}
+        rows = kv_batch(fig.contexts, fig.layers, fig.kv_heads, fig.head_dim, fig.dtype_bytes,
+                        weight_bytes=int(fig.weight_gb * 1e9), card_bytes=int(fig.card_gb * 1e9) * fig.cards)
+        row = rows[i]
+        return {"kind": kind, "context": row["context"], "bytes_per_token": row["bytes_per_token"],
+                "cache_bytes_per_seq": row["cache_bytes"], "batch": row["batch"],
+                "previous_batch": rows[i - 1]["batch"] if i else None, "contexts": fig.contexts,
+                "batches": [r["batch"] for r in rows]}
     if kind == "chunk_dial":
         C = fig.chunks[i]
-        base = chunk_flops(fig.length, fig.dim, 64)
+        row = chunk_dial(fig.length, fig.dim, [C])[0]
         return {"kind": kind, "chunk": C, "length": fig.length, "dim": fig.dim,
                 "state_flops": 2 * fig.length * fig.dim ** 2, "intra_flops": 2 * fig.length * C * fig.dim,
-                "flops": chunk_flops(fig.length, fig.dim, C), "vs64": chunk_flops(fig.length, fig.dim, C) / base,
-                "chunks": fig.chunks}
+                "flops": row["flops"], "vs64": row["vs64"], "chunks": fig.chunks}
     cfgs = [get_preset(p) for p in fig.presets]
     if kind == "layer_map":
         cfg = cfgs[min(i, len(cfgs) - 1)]

@@ -22,6 +22,9 @@ class KVCache:
     def nbytes(self) -> int:
         return self.k.numel() * self.k.element_size() + self.v.numel() * self.v.element_size()
 
+    def to_static(self, capacity: int):
+        raise ValueError("KVCache has no static form (softmax KV caches are not supported yet)")
+
 
 class SoftmaxAttention(nn.Module):
     def __init__(self, cfg: AttentionConfig):

@@ -29,6 +29,20 @@ class DeltaState:
     def nbytes(self) -> int:
         return self.S.numel() * self.S.element_size()
 
+    # -- the static form a captured step (lineage.graph_step) updates in place -------------
+    def to_static(self, capacity: int) -> "DeltaState":
+        """A copy marked in_place: the Triton step then writes S where it is."""
+        return DeltaState(self.S.clone(), None if self.conv is None else self.conv.clone(), in_place=True)
+
+    def buffers(self) -> list[Tensor]:
+        return [self.S] + ([self.conv] if self.conv is not None else [])
+
+    def copy_from(self, new: "DeltaState") -> None:
+        if new.S is not self.S:                 # the Triton step updates S in place
+            self.S.copy_(new.S)
+        if self.conv is not None and new.conv is not self.conv:
+            self.conv.copy_(new.conv)
+
 
 class DeltaNet(nn.Module):
     OP = "delta_rule"           # the function in lineage.ops (reference) or kernels (triton)

@@ -19,6 +19,17 @@ class LinearState:
     def nbytes(self) -> int:
         return self.S.numel() * self.S.element_size() + self.z.numel() * self.z.element_size()
 
+    # -- the static form a captured step (lineage.graph_step) updates in place -------------
+    def to_static(self, capacity: int) -> "LinearState":
+        return LinearState(self.S.clone(), self.z.clone())
+
+    def buffers(self) -> list[Tensor]:
+        return [self.S, self.z]
+
+    def copy_from(self, new: "LinearState") -> None:
+        self.S.copy_(new.S)
+        self.z.copy_(new.z)
+
 
 def feature_map(x: Tensor) -> Tensor:
     """elu + 1: positive features, so the normaliser q . z never vanishes."""

@@ -23,6 +23,9 @@ class LatentCache:
     def nbytes(self) -> int:
         return self.c.numel() * self.c.element_size() + self.k_pe.numel() * self.k_pe.element_size()
 
+    def to_static(self, capacity: int) -> "StaticLatentCache":
+        return StaticLatentCache.from_cache(self, capacity)
+
 
 @dataclass
 class StaticLatentCache:
@@ -47,6 +50,12 @@ class StaticLatentCache:
         k_pe = cache.k_pe.new_zeros(B, capacity, cache.k_pe.shape[-1])
         c[:, :L], k_pe[:, :L] = cache.c, cache.k_pe
         return cls(c, k_pe, torch.tensor([L], device=c.device), L)
+
+    def buffers(self) -> list[Tensor]:
+        return [self.c, self.k_pe, self.pos]
+
+    def copy_from(self, new: "StaticLatentCache") -> None:
+        pass                                    # the step wrote this token's latent in place
 
 
 def rotate(x: Tensor, pos: Tensor, theta: float) -> Tensor:
