@@ -17,7 +17,8 @@ from typing import ClassVar
 
 from .arithmetic import kv_bytes_per_token, mla_bytes_per_token, recurrent_state_bytes
 
-class Part:
+
+class MechanismConfig:
     """What a mechanism config answers without torch. Bytes: cache per token at `dtype_bytes`
     (bf16 by default), state per sequence at `dtype_bytes` (fp32) plus any cache-dtype buffers."""
     holds_state: ClassVar[bool] = False     # a state matrix S per head (the state panel shows it)
@@ -37,7 +38,7 @@ class Part:
 
 
 @dataclass
-class AttentionConfig(Part):
+class AttentionConfig(MechanismConfig):
     """GPT-2 style causal softmax attention with a KV cache; grouped KV heads when n_kv_heads < n_heads."""
     d_model: int = 768
     n_heads: int = 12
@@ -63,7 +64,7 @@ class AttentionConfig(Part):
 
 
 @dataclass
-class LinearAttentionConfig(Part):
+class LinearAttentionConfig(MechanismConfig):
     """Additive linear attention with the elu + 1 feature map and a normaliser."""
     holds_state: ClassVar[bool] = True
     d_model: int = 64
@@ -78,7 +79,7 @@ class LinearAttentionConfig(Part):
 
 
 @dataclass
-class DeltaNetConfig(Part):
+class DeltaNetConfig(MechanismConfig):
     """DeltaNet: SiLU then L2-normalised q and k, sigmoid beta, optional short causal conv."""
     holds_state: ClassVar[bool] = True
     d_model: int = 64
@@ -129,7 +130,7 @@ class KDAConfig(DeltaNetConfig):
 
 
 @dataclass
-class MLAConfig(Part):
+class MLAConfig(MechanismConfig):
     """Multi-head latent attention: one cached latent of kv_lora_rank + qk_rope_head_dim per token."""
     d_model: int = 64
     n_heads: int = 2
@@ -158,7 +159,7 @@ class MLAConfig(Part):
 
 
 @dataclass
-class DenseFFNConfig(Part):
+class DenseFFNConfig(MechanismConfig):
     """Dense feed-forward: 'gelu' is GPT-2's two-matrix MLP; 'silu' and 'situ' are gated units."""
     d_model: int = 64
     d_ff: int = 256
@@ -173,7 +174,7 @@ class DenseFFNConfig(Part):
 
 
 @dataclass
-class MoEConfig(Part):
+class MoEConfig(MechanismConfig):
     """Sigmoid-routed top-k mixture of experts; routed experts in a latent width, shared ones full width."""
     d_model: int = 64
     n_experts: int = 8
