@@ -34,7 +34,7 @@ def resolve(device) -> tuple[str, str | None]:
 
 def set_backend(model, backend: str) -> None:
     """Point every delta-rule layer of `model` at `backend`."""
-    from .deltanet import DeltaNet
+    from .mechanisms.deltanet import DeltaNet
     for m in model.modules():
         if isinstance(m, DeltaNet):
             m.backend = backend

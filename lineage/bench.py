@@ -208,7 +208,7 @@ def bench_gpu_session(steps: int = 100) -> dict:
     import os
     import numpy as np
     from .scenario import load
-    from .session import Session
+    from .playback.session import Session
     from pathlib import Path
     tour = Path(__file__).resolve().parent.parent / "scenarios" / "tour.yaml"
     out, sessions = {}, {}

@@ -4,19 +4,41 @@ They live together, apart from the nn.Modules, for one reason: parameter and mem
 arithmetic, presets and scenario validation must work without importing torch (the
 `lineage params` and `lineage validate` commands answer in milliseconds, and a trace can be
 read on a machine with no torch at all). Each mechanism file imports its own config from here.
+
+Each mechanism config answers for itself what its module holds: `params()` (and
+`active_params()`, what one token touches), `cache_bytes_per_token()` and `state_bytes()`;
+each count mirrors the module that owns the weights (tests check every runnable preset against
+the real modules' numel). `lineage.arithmetic` sums them over a model.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
-MIXERS = ("softmax", "linear", "deltanet", "gdn", "kda", "mla")
-STATE_MIXERS = ("linear", "deltanet", "gdn", "kda")      # the mixers with a state matrix S
-DECAY_MIXERS = ("gdn", "kda")                            # the mixers with a learned decay
-FFNS = ("dense", "moe")
+from .arithmetic import kv_bytes_per_token, mla_bytes_per_token, recurrent_state_bytes
+
+
+class MechanismConfig:
+    """What a mechanism config answers without torch. Bytes: cache per token at `dtype_bytes`
+    (bf16 by default), state per sequence at `dtype_bytes` (fp32) plus any cache-dtype buffers."""
+    holds_state: ClassVar[bool] = False     # a state matrix S per head (the state panel shows it)
+    has_decay: ClassVar[bool] = False       # a learned decay (the decay panel shows it)
+
+    def params(self) -> int:
+        raise NotImplementedError
+
+    def active_params(self) -> int:
+        return self.params()
+
+    def cache_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        return 0
+
+    def state_bytes(self, dtype_bytes: int = 4, cache_dtype_bytes: int = 2) -> int:
+        return 0
 
 
 @dataclass
-class AttentionConfig:
+class AttentionConfig(MechanismConfig):
     """GPT-2 style causal softmax attention with a KV cache; grouped KV heads when n_kv_heads < n_heads."""
     d_model: int = 768
     n_heads: int = 12
@@ -32,18 +54,34 @@ class AttentionConfig:
     def dim(self) -> int:
         return self.d_model // self.n_heads if self.head_dim is None else self.head_dim
 
+    def params(self) -> int:
+        H, Hkv, D, d = self.n_heads, self.kv_heads, self.dim, self.d_model
+        qkv = d * (H + 2 * Hkv) * D + (H + 2 * Hkv) * D * self.bias
+        return qkv + H * D * d + d * self.bias
+
+    def cache_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        return kv_bytes_per_token(self.kv_heads, self.dim, dtype_bytes)
+
 
 @dataclass
-class LinearAttentionConfig:
+class LinearAttentionConfig(MechanismConfig):
     """Additive linear attention with the elu + 1 feature map and a normaliser."""
+    holds_state: ClassVar[bool] = True
     d_model: int = 64
     n_heads: int = 2
     head_dim: int = 32
 
+    def params(self) -> int:
+        return 4 * self.d_model * self.n_heads * self.head_dim
+
+    def state_bytes(self, dtype_bytes: int = 4, cache_dtype_bytes: int = 2) -> int:
+        return recurrent_state_bytes(self.n_heads, self.head_dim, self.head_dim, dtype_bytes, normaliser=True)
+
 
 @dataclass
-class DeltaNetConfig:
+class DeltaNetConfig(MechanismConfig):
     """DeltaNet: SiLU then L2-normalised q and k, sigmoid beta, optional short causal conv."""
+    holds_state: ClassVar[bool] = True
     d_model: int = 64
     n_heads: int = 2
     head_dim: int = 32                 # K = V = head_dim
@@ -51,10 +89,24 @@ class DeltaNetConfig:
     chunk_size: int | None = 64        # forward() uses the chunked form; None: token recurrence
     norm_eps: float = 1e-6
 
+    def params(self) -> int:
+        d, H, K = self.d_model, self.n_heads, self.head_dim
+        n = 3 * d * H * K + d * H + K + H * K * d                    # q, k, v, beta, o_norm, o_proj
+        return n + 3 * H * K * self.conv_size                        # depthwise short conv
+
+    def state_bytes(self, dtype_bytes: int = 4, cache_dtype_bytes: int = 2) -> int:
+        conv = 3 * self.n_heads * self.head_dim * max(self.conv_size - 1, 0) * cache_dtype_bytes
+        return recurrent_state_bytes(self.n_heads, self.head_dim, self.head_dim, dtype_bytes) + conv
+
 
 @dataclass
 class GatedDeltaNetConfig(DeltaNetConfig):
     """Gated DeltaNet: DeltaNet plus one decay per head, g = -exp(A_log) softplus(a(x) + dt_bias)."""
+    has_decay: ClassVar[bool] = True
+
+    def params(self) -> int:
+        d, H, K = self.d_model, self.n_heads, self.head_dim
+        return super().params() + d * H + 2 * H + d * H * K          # a_proj, A_log, dt_bias, g_proj
 
 
 @dataclass
@@ -64,14 +116,21 @@ class KDAConfig(DeltaNetConfig):
     gate_form 'kimi' (Kimi Linear):   g = -exp(A_log[h]) * softplus(f + dt_bias)
     gate_form 'bounded' (K3):          g = lower_bound * sigmoid(exp(A_log[h]) * (f + dt_bias))
     """
+    has_decay: ClassVar[bool] = True
     gate_rank: int | None = None       # low-rank width of the decay projection; None: head_dim
     gate_form: str = "bounded"         # 'kimi' or 'bounded'
     lower_bound: float = -5.0
     output_gate_rank: int | None = None  # None: full-rank sigmoid output gate (K3); int: low rank (Kimi Linear)
 
+    def params(self) -> int:
+        d, H, K = self.d_model, self.n_heads, self.head_dim
+        r = self.gate_rank or K
+        n = super().params() + d * r + r * H * K + H + H * K         # decay f_a, f_b, A_log, dt_bias
+        return n + (d * H * K if self.output_gate_rank is None else self.output_gate_rank * (d + H * K))
+
 
 @dataclass
-class MLAConfig:
+class MLAConfig(MechanismConfig):
     """Multi-head latent attention: one cached latent of kv_lora_rank + qk_rope_head_dim per token."""
     d_model: int = 64
     n_heads: int = 2
@@ -85,9 +144,22 @@ class MLAConfig:
     output_gate: bool = False          # K3: sigmoid(g(x)) per channel before o_proj
     norm_eps: float = 1e-6
 
+    def params(self) -> int:
+        d, H = self.d_model, self.n_heads
+        qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+        r = self.q_lora_rank
+        q = d * H * qk if r is None else d * r + r + r * H * qk
+        kv = (d * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
+              + self.kv_lora_rank * H * (self.qk_nope_head_dim + self.v_head_dim))
+        o = H * self.v_head_dim * d + (d * H * self.v_head_dim if self.output_gate else 0)
+        return q + kv + o
+
+    def cache_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        return mla_bytes_per_token(self.kv_lora_rank, self.qk_rope_head_dim, dtype_bytes)
+
 
 @dataclass
-class DenseFFNConfig:
+class DenseFFNConfig(MechanismConfig):
     """Dense feed-forward: 'gelu' is GPT-2's two-matrix MLP; 'silu' and 'situ' are gated units."""
     d_model: int = 64
     d_ff: int = 256
@@ -96,9 +168,13 @@ class DenseFFNConfig:
     situ_beta: float = 4.0
     linear_beta: float | None = None
 
+    def params(self) -> int:
+        width = self.d_ff if self.act == "gelu" else 2 * self.d_ff
+        return self.d_model * width + self.d_ff * self.d_model + (width + self.d_model) * self.bias
+
 
 @dataclass
-class MoEConfig:
+class MoEConfig(MechanismConfig):
     """Sigmoid-routed top-k mixture of experts; routed experts in a latent width, shared ones full width."""
     d_model: int = 64
     n_experts: int = 8
@@ -113,6 +189,23 @@ class MoEConfig:
     routed_scale: float = 1.0          # multiplies the normalised top-k weights
     norm_eps: float = 1e-6
 
+    def _split(self) -> tuple[int, int]:
+        """(weights every token uses, weights of one routed expert)."""
+        d, L = self.d_model, self.latent_dim or self.d_model
+        Fs = (self.shared_dim or self.expert_dim) * self.n_shared
+        always = d * self.n_experts + 3 * d * Fs                     # router, shared experts
+        if self.latent_dim is not None:
+            always += 2 * d * L + L                                  # down, up, latent norm
+        return always, 3 * L * self.expert_dim                       # gate | up in, down out
+
+    def params(self) -> int:
+        always, one_expert = self._split()
+        return always + self.n_experts * one_expert
+
+    def active_params(self) -> int:
+        always, one_expert = self._split()
+        return always + self.top_k * one_expert
+
 
 @dataclass
 class AttnResConfig:
@@ -121,6 +214,18 @@ class AttnResConfig:
     block_size: int = 4
     init_std: float | None = None      # pseudo-query init; None: d_model ** -0.5 (scores of order 1)
     eps: float = 1e-6
+
+
+# Every mechanism: kind -> (the ModelConfig field holding its config, its config class). Beside
+# its config class and that field, this is the line a new mechanism adds here; its nn.Module
+# goes in one line of model.py's MIXER_CLASSES / FFN_CLASSES.
+MIXER_CONFIGS = {"softmax": ("attention", AttentionConfig), "linear": ("linear", LinearAttentionConfig),
+                 "deltanet": ("deltanet", DeltaNetConfig), "gdn": ("gdn", GatedDeltaNetConfig),
+                 "kda": ("kda", KDAConfig), "mla": ("mla", MLAConfig)}
+FFN_CONFIGS = {"dense": ("dense", DenseFFNConfig), "moe": ("moe", MoEConfig)}
+MIXERS, FFNS = tuple(MIXER_CONFIGS), tuple(FFN_CONFIGS)
+STATE_MIXERS = tuple(k for k, (_, c) in MIXER_CONFIGS.items() if c.holds_state)   # the mixers with a state matrix S
+DECAY_MIXERS = tuple(k for k, (_, c) in MIXER_CONFIGS.items() if c.has_decay)     # the mixers with a learned decay
 
 
 @dataclass
@@ -152,11 +257,10 @@ class ModelConfig:
         return len(self.mixers)
 
     def mixer_config(self, kind: str):
-        return {"softmax": self.attention, "linear": self.linear, "deltanet": self.deltanet,
-                "gdn": self.gdn, "kda": self.kda, "mla": self.mla}[kind]
+        return getattr(self, MIXER_CONFIGS[kind][0])
 
     def ffn_config(self, kind: str):
-        return {"dense": self.dense, "moe": self.moe}[kind]
+        return getattr(self, FFN_CONFIGS[kind][0])
 
     def check(self) -> "ModelConfig":
         """Raise ValueError naming the first inconsistency; return self so calls chain."""

@@ -13,40 +13,20 @@ from __future__ import annotations
 
 import torch
 
-from .deltanet import DeltaState
-from .linear_attention import LinearState
-from .mla import LatentCache, StaticLatentCache
+from .mechanisms.mla import StaticLatentCache
 from .model import LM, ModelState
 
 
 def to_static(state: ModelState, capacity: int) -> ModelState:
-    """A copy of the state with every MLA cache moved into a fixed-capacity buffer (the copy:
-    a captured step updates its buffers in place, and the caller's state must not change).
-    Its delta states are marked in_place: the Triton step then writes S where it is."""
-    layers = []
-    for st in state.layers:
-        if isinstance(st, LatentCache):
-            st = StaticLatentCache.from_cache(st, capacity)
-        elif isinstance(st, DeltaState):
-            st = DeltaState(st.S.clone(), None if st.conv is None else st.conv.clone(), in_place=True)
-        elif isinstance(st, LinearState):
-            st = LinearState(st.S.clone(), st.z.clone())
-        elif st is not None:
-            raise ValueError(f"{type(st).__name__} has no static form (softmax KV caches are not supported yet)")
-        layers.append(st)
-    return ModelState(state.pos, layers)
+    """A copy of the state in static form (the copy: a captured step updates its buffers in
+    place, and the caller's state must not change). Each layer's state gives its own
+    (`to_static`): an MLA cache moves into a fixed-capacity buffer, a delta state is marked
+    in_place so the Triton step writes S where it is."""
+    return ModelState(state.pos, [None if st is None else st.to_static(capacity) for st in state.layers])
 
 
 def _buffers(state: ModelState) -> list[torch.Tensor]:
-    out = []
-    for st in state.layers:
-        if isinstance(st, DeltaState):
-            out += [st.S] + ([st.conv] if st.conv is not None else [])
-        elif isinstance(st, LinearState):
-            out += [st.S, st.z]
-        elif isinstance(st, StaticLatentCache):
-            out += [st.c, st.k_pe, st.pos]
-    return out
+    return [b for st in state.layers if st is not None for b in st.buffers()]
 
 
 class GraphStep:
@@ -89,14 +69,8 @@ class GraphStep:
         obs = {} if self.observe else None
         logits, new = self.model.step(self.token, self.state, obs)
         for old, nw in zip(self.state.layers, new.layers):
-            if isinstance(old, DeltaState):
-                if nw.S is not old.S:                 # the Triton step updates S in place
-                    old.S.copy_(nw.S)
-                if old.conv is not None and nw.conv is not old.conv:
-                    old.conv.copy_(nw.conv)
-            elif isinstance(old, LinearState):
-                old.S.copy_(nw.S)
-                old.z.copy_(nw.z)
+            if old is not None:
+                old.copy_from(nw)                     # back into the buffers the graph captured
         return logits, obs
 
     def step(self, token: int):

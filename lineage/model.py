@@ -3,7 +3,7 @@
 GPT-2 is `mixers = softmax * 12, ffns = dense (gelu) * 12, norm = layer, learned positions,
 tied head`; K3 is `(kda, kda, kda, mla) * 23 + mla, dense then moe, rms, AttnRes`. Every layer
 is (norm -> mixer -> residual, norm -> ffn -> residual); with AttnRes the residual stream is
-replaced by attention over block sums at each of the two inputs.
+replaced by attention over block sums at each of the two inputs (`attnres.DepthResidual`).
 """
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from .attention import SoftmaxAttention
-from .attnres import AttnRes
 from .configs import ModelConfig
-from .deltanet import DeltaNet
-from .ffn import DenseFFN
-from .gated_deltanet import GatedDeltaNet
-from .kda import KDA
-from .linear_attention import LinearAttention
-from .mla import MLA
-from .moe import MoE
+from .mechanisms.attention import SoftmaxAttention
+from .mechanisms.attnres import AttnRes
+from .mechanisms.deltanet import DeltaNet
+from .mechanisms.ffn import DenseFFN
+from .mechanisms.gated_deltanet import GatedDeltaNet
+from .mechanisms.kda import KDA
+from .mechanisms.linear_attention import LinearAttention
+from .mechanisms.mla import MLA
+from .mechanisms.moe import MoE
 
 MIXER_CLASSES = {"softmax": SoftmaxAttention, "linear": LinearAttention, "deltanet": DeltaNet,
                  "gdn": GatedDeltaNet, "kda": KDA, "mla": MLA}
@@ -34,7 +34,26 @@ class ModelState:
     layers: list = field(default_factory=list)       # one mixer state per layer (KVCache, DeltaState, ...)
 
 
+class Residual:
+    """The plain residual stream: each read sees the running sum, each sublayer adds to it."""
+
+    def __init__(self, x: Tensor):
+        self.x = x
+
+    def read(self) -> tuple[Tensor, None]:
+        return self.x, None                          # no depth weights: every earlier output counts once
+
+    def add(self, y: Tensor) -> None:
+        self.x = self.x + y
+
+    def out(self) -> tuple[Tensor, None]:
+        return self.x, None
+
+
 class Block(nn.Module):
+    """norm -> mixer -> residual, norm -> ffn -> residual. `res` is the residual stream: the
+    plain running sum, or with AttnRes a learned mixture of earlier depths (same two calls)."""
+
     def __init__(self, cfg: ModelConfig, i: int):
         super().__init__()
         self.mixer_kind, self.ffn_kind = cfg.mixers[i], cfg.ffns[i]
@@ -42,6 +61,27 @@ class Block(nn.Module):
         self.mixer = MIXER_CLASSES[self.mixer_kind](cfg.mixer_config(self.mixer_kind))
         self.norm2 = _norm(cfg)
         self.ffn = FFN_CLASSES[self.ffn_kind](cfg.ffn_config(self.ffn_kind))
+
+    def forward(self, res, state=None):
+        """Whole sequence: res reads (B, T, d). Returns the mixer's new state."""
+        a, state = self.mixer(self.norm1(res.read()[0]), state)
+        res.add(a)
+        f, _ = self.ffn(self.norm2(res.read()[0]))
+        res.add(f)
+        return state
+
+    def step(self, res, state, obs: dict | None = None):
+        """One token: res reads (B, d). With `obs`, obs['mixer'] and obs['ffn'] are filled by
+        the sublayers and obs['attnres'] gets the depth weights of the two reads."""
+        h, w_mixer = res.read()
+        a, state = self.mixer.step(self.norm1(h), state, None if obs is None else obs["mixer"])
+        res.add(a)
+        h, w_ffn = res.read()
+        f, _ = self.ffn.step(self.norm2(h), None, None if obs is None else obs["ffn"])
+        res.add(f)
+        if obs is not None and w_mixer is not None:
+            obs["attnres"] = [w_mixer.detach(), w_ffn.detach()]          # (N, B) each
+        return state
 
 
 def _norm(cfg: ModelConfig) -> nn.Module:
@@ -67,65 +107,42 @@ class LM(nn.Module):
 
     def forward(self, ids: Tensor, state: ModelState | None = None) -> tuple[Tensor, ModelState]:
         """ids (B, T) -> logits (B, T, vocab). Mixers use their parallel or chunked form."""
-        return self._run(ids, state, single=False, obs=None)
+        pos, old = self._begin(state)
+        res = self._residual(self._embed(ids, pos))                          # (B, T, d)
+        new = [blk(res, st) for blk, st in zip(self.blocks, old)]
+        x, _ = res.out()
+        return self.lm_head(self.norm_f(x)), ModelState(pos + ids.shape[1], new)
 
     def step(self, ids_t: Tensor, state: ModelState | None, obs: dict | None = None) -> tuple[Tensor, ModelState]:
         """ids_t (B,) -> logits (B, vocab). With `obs` a dict, every layer reports what it holds:
         obs['layers'][i] = {'mixer': {...}, 'ffn': {...}, 'attnres': [w_mixer, w_ffn]},
         obs['attnres_final'], obs['top_ids'], obs['top_probs']."""
-        logits, state = self._run(ids_t[:, None], state, single=True, obs=obs)
-        logits = logits[:, 0]
+        pos, old = self._begin(state)
+        res = self._residual(self._embed(ids_t[:, None], pos)[:, 0])         # (B, d)
+        layer_obs = [None] * len(self.blocks) if obs is None else [
+            {"mixer": {}, "ffn": {}, "attnres": []} for _ in self.blocks]
+        new = [blk.step(res, st, lo) for blk, st, lo in zip(self.blocks, old, layer_obs)]
+        x, w = res.out()
+        logits = self.lm_head(self.norm_f(x))                                # (B, vocab)
         if obs is not None:
+            if w is not None:
+                obs["attnres_final"] = w.detach()
+            obs["layers"] = layer_obs
             probs, top = logits.float().softmax(-1).topk(min(10, logits.shape[-1]), dim=-1)
-            obs.update(top_ids=top.detach(), top_probs=probs.detach(), pos=state.pos - 1)
-        return logits, state
+            obs.update(top_ids=top.detach(), top_probs=probs.detach(), pos=pos)
+        return logits, ModelState(pos + 1, new)
 
-    def _run(self, ids: Tensor, state: ModelState | None, single: bool, obs: dict | None):
+    def _begin(self, state: ModelState | None) -> tuple[int, list]:
+        return (0, [None] * len(self.blocks)) if state is None else (state.pos, state.layers)
+
+    def _embed(self, ids: Tensor, pos: int) -> Tensor:
         B, T = ids.shape
-        pos = 0 if state is None else state.pos
-        old = [None] * len(self.blocks) if state is None else state.layers
         x = self.wte(ids)                                                     # (B, T, d)
         if self.wpe is not None:
             if pos + T > self.cfg.n_positions:
                 raise ValueError(f"{self.cfg.name}: position {pos + T} past the learned table of {self.cfg.n_positions}")
             x = x + self.wpe(torch.arange(pos, pos + T, device=ids.device))
-        if single:
-            x = x[:, 0]                                                       # (B, d)
-            call = lambda mod, inp, st, o: mod.step(inp, st, o)               # noqa: E731
-        else:
-            call = lambda mod, inp, st, o: mod(inp, st)                       # noqa: E731
-        layer_obs = [] if obs is not None else None
-        new = []
-        ar = self.attnres
-        blocks, partial = [x], None                                           # AttnRes sources: embedding is block 0
-        for i, blk in enumerate(self.blocks):
-            lo = {"mixer": {}, "ffn": {}, "attnres": []} if obs is not None else None
-            if ar is None:
-                a, st = call(blk.mixer, blk.norm1(x), old[i], lo and lo["mixer"])
-                x = x + a
-                f, _ = call(blk.ffn, blk.norm2(x), None, lo and lo["ffn"])
-                x = x + f
-            else:
-                if ar.starts_block(i):
-                    blocks, partial = [*blocks, partial], None
-                h, w = ar.aggregate(2 * i, blocks, partial)
-                a, st = call(blk.mixer, blk.norm1(h), old[i], lo and lo["mixer"])
-                partial = a if partial is None else partial + a
-                h, w2 = ar.aggregate(2 * i + 1, blocks, partial)
-                f, _ = call(blk.ffn, blk.norm2(h), None, lo and lo["ffn"])
-                partial = partial + f
-                if lo is not None:
-                    lo["attnres"] = [w.detach(), w2.detach()]                 # (N, B) each
-            new.append(st)
-            if layer_obs is not None:
-                layer_obs.append(lo)
-        if ar is not None:
-            x, w = ar.aggregate(2 * len(self.blocks), blocks, partial)
-            if obs is not None:
-                obs["attnres_final"] = w.detach()
-        if obs is not None:
-            obs["layers"] = layer_obs
-        logits = self.lm_head(self.norm_f(x))
-        if not single:
-            return logits, ModelState(pos + T, new)
-        return logits[:, None], ModelState(pos + T, new)
+        return x
+
+    def _residual(self, x: Tensor):
+        return Residual(x) if self.attnres is None else self.attnres.stream(x)

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from .configs import (AttentionConfig, AttnResConfig, DeltaNetConfig, DenseFFNConfig, GatedDeltaNetConfig,
                       KDAConfig, LinearAttentionConfig, MLAConfig, ModelConfig, MoEConfig)
+from .did_you_mean import did_you_mean
 
 
 def gpt2_small() -> ModelConfig:
@@ -142,10 +143,7 @@ PRESETS = {
 def get_preset(name: str) -> ModelConfig:
     """A fresh config for a preset name; ValueError lists the names when it is unknown."""
     if name not in PRESETS:
-        import difflib
-        close = difflib.get_close_matches(name, PRESETS, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown preset {name!r}{hint}; known: {', '.join(PRESETS)}")
+        raise ValueError(f"unknown preset {name!r}{did_you_mean(name, PRESETS)}; known: {', '.join(PRESETS)}")
     return PRESETS[name]().check()
 
 

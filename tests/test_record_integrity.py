@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lineage.session import Session
-from lineage.trace import TraceReader, TraceWriter
+from lineage.playback.session import Session
+from lineage.playback.trace import TraceReader, TraceWriter
 from tui.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -205,14 +205,14 @@ def test_served_errors_quote_no_content(monkeypatch):
 
 def test_served_app_open_outside_root_reads_nothing(tmp_path, monkeypatch):
     """Through the app's own Open: refused by name, the reader is never called, the app carries on."""
-    import lineage.session
+    import lineage.playback.session
     from tui.app import LineageApp
     from tui.screens.error import ErrorScreen
 
     monkeypatch.setenv(ROOT_ENV, str(tmp_path))
     opened = []
-    real = lineage.session.open_path
-    monkeypatch.setattr(lineage.session, "open_path", lambda p, **kw: opened.append(p) or real(p, **kw))
+    real = lineage.playback.session.open_path
+    monkeypatch.setattr(lineage.playback.session, "open_path", lambda p, **kw: opened.append(p) or real(p, **kw))
 
     async def go():
         app = LineageApp(str(ROOT / "scenarios" / "recall.yaml"))

@@ -145,10 +145,10 @@ class LineageApp(App):
 
     @work(thread=True, exclusive=True, group="load")
     def _load_path(self, path: str) -> None:
-        from lineage.scenario_yaml import ScenarioError
-        from lineage.trace import TraceError
+        from lineage.scenario.problems import ScenarioError
+        from lineage.playback.trace import TraceError
         try:
-            from lineage.session import open_path
+            from lineage.playback.session import open_path
             cursor = open_path(path, salvage=self.salvage)
             if cursor.total < 1:
                 raise TraceError(f"{path}: nothing to show (0 steps)")

@@ -12,7 +12,7 @@ from scenarios import DIR as SCENARIO_DIR
 
 
 def _params(args) -> int:
-    from lineage.params import count, human
+    from lineage.arithmetic import count, human
     from lineage.presets import get_preset
     try:
         cfg = get_preset(args.preset)
@@ -46,8 +46,7 @@ def _kind_counts(kinds) -> dict[str, int]:
 
 
 def _memory(args) -> int:
-    from lineage.memory import H200_BYTES, batch_per_card, model_memory
-    from lineage.params import count
+    from lineage.arithmetic import H200_BYTES, batch_per_card, count, model_memory
     from lineage.presets import get_preset
     try:
         cfg = get_preset(args.preset)
@@ -84,7 +83,8 @@ def _err(msg: str) -> int:
 
 
 def _list(args) -> int:
-    from lineage.scenario_yaml import ScenarioError, load_file
+    from lineage.scenario.problems import ScenarioError
+    from lineage.scenario.reader import load_file
     for path in sorted(SCENARIO_DIR.glob("*.yaml")):
         try:
             data = load_file(path).data
@@ -104,9 +104,9 @@ def _check(path: str, salvage: bool = False, every_frame: bool = False) -> bool:
     """Whether a scenario loads or a trace opens (and, with every_frame, reads to the end);
     if not, its located problems go to stderr. Torch is not imported."""
     from lineage.scenario import load
-    from lineage.scenario_yaml import ScenarioError
-    from lineage.session import is_trace
-    from lineage.trace import TraceError, TraceReader
+    from lineage.scenario.problems import ScenarioError
+    from lineage.playback.session import is_trace
+    from lineage.playback.trace import TraceError, TraceReader
     try:
         if is_trace(path):
             r = TraceReader(path, salvage=salvage)
@@ -135,11 +135,11 @@ def _resolve(name: str) -> str:
 
 def _open(path: str, salvage: bool = False):
     """(cursor, None) or (None, exit code after printing the located problem)."""
-    from lineage.scenario_yaml import ScenarioError
-    from lineage.trace import TraceError
+    from lineage.scenario.problems import ScenarioError
+    from lineage.playback.trace import TraceError
     path = _resolve(path)
     try:
-        from lineage.session import open_path
+        from lineage.playback.session import open_path
         return open_path(path, salvage=salvage), None
     except ScenarioError as e:
         for p in e.problems:
@@ -155,7 +155,7 @@ def _open(path: str, salvage: bool = False):
 
 def _record(args) -> int:
     import time
-    from lineage.session import Session
+    from lineage.playback.session import Session
     out = Path(args.output)
     problem = _output_problem(out, Path(_resolve(args.scenario)), args.force)
     if problem is not None:                  # before the model is built: fail in milliseconds
@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     handlers = {"list": _list, "validate": _validate, "record": _record, "snapshot": _snapshot}
     if args.cmd in handlers:
-        from lineage.trace import TraceError
+        from lineage.playback.trace import TraceError
         try:
             return handlers[args.cmd](args)
         except BrokenPipeError:          # `lineage list | head`: the reader left, nothing is wrong

@@ -42,7 +42,7 @@ async def _render(path: str, step: int, panel: str | None, size: tuple[int, int]
 def render_svg(path: str, step: int, panel: str | None = None, size: tuple[int, int] = (160, 50),
                salvage: bool = False, cursor=None) -> str:
     """SVG of the app at 0-based `step` (the maximised `panel` if given). `cursor`: the file
-    already opened (lineage.session.open_path), so it is not opened a second time."""
+    already opened (lineage.playback.session.open_path), so it is not opened a second time."""
     return asyncio.run(_render(path, step, panel, size, salvage, cursor))
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lineage.arithmetic import measured_memory
 from lineage.configs import DECAY_MIXERS, STATE_MIXERS
 
 POS = " .+*#@"        # |v| / max in five steps, positive
@@ -89,12 +90,10 @@ def state_quantity(f, m: int, layer: int, h: int, q: str) -> np.ndarray:
     float64. Only the quantity asked for is computed."""
     if q == "S":
         return f.get(m, "S", layer)[h].astype(np.float64)
-    k, v, read = (f.get(m, n, layer)[h].astype(np.float64) for n in ("k", "v", "read"))
-    if q == "error":
-        return v - read
-    beta = f.get(m, "beta", layer)
-    linear = f.layer_meta(m, layer)["mixer"] == "linear"
-    return np.outer(k, v if linear else (1.0 if beta is None else float(beta[h])) * (v - read))
+    if q == "dS":
+        return f.last_write(m, layer, h)
+    v, read = (f.get(m, n, layer)[h].astype(np.float64) for n in ("v", "read"))
+    return v - read
 
 
 def state(cur, i: int, p: dict, width: int) -> list[str]:
@@ -236,10 +235,8 @@ def cache(cur, i: int, p: dict, width: int) -> list[str]:
     for m, model in enumerate(info["models"]):
         if model["kind"] != "lm":
             continue
-        layers = f.model_meta(m)["layers"]
-        cache_b = sum(l.get("cache_bytes", 0) for l in layers)
-        n_tok = max((l.get("cache_len", 0) for l in layers), default=0)
-        state_b = sum(l.get("state_bytes", 0) for l in layers)
+        b = measured_memory(f.model_meta(m)["layers"], model["config"])
+        cache_b, n_tok, state_b = b["latent"] + b["kv"], b["tokens"], b["state"]
         per_tok = cache_b / n_tok if n_tok else 0.0
         lines.append(f"  {model['name']}: {n_tok} tokens cached, cache {fmt_bytes(cache_b)} "
                      f"({per_tok:,.0f} B/token), recurrent state {fmt_bytes(state_b)} (constant)")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from lineage.arithmetic import batch_per_card, measured_memory
+
 from ..text_panels import fmt_bytes as _fmt
 from .panel import Panel, rows_of
 
@@ -12,20 +14,7 @@ from .panel import Panel, rows_of
 def model_bytes(frame, info: dict, m: int) -> dict:
     """Measured cache / state of model m at this frame, and per-token rates to project with."""
     model = info["models"][m]
-    cfg = model["config"]
-    layers = frame.model_meta(m)["layers"]
-    n_tok = max((l.get("cache_len", 0) for l in layers), default=0)
-    latent = sum(l.get("cache_bytes", 0) for l, k in zip(layers, cfg["mixers"]) if k == "mla")
-    kv = sum(l.get("cache_bytes", 0) for l, k in zip(layers, cfg["mixers"]) if k == "softmax")
-    state = sum(l.get("state_bytes", 0) for l in layers)
-    # what the MLA layers would cache as plain multi-head K and V (same heads and dims)
-    mla = cfg.get("mla")
-    n_mla = cfg["mixers"].count("mla")
-    elem = (latent / n_tok / n_mla / (mla["kv_lora_rank"] + mla["qk_rope_head_dim"])) if (n_tok and n_mla) else 4
-    kv_equiv = n_mla * mla["n_heads"] * (mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"] + mla["v_head_dim"]) * elem if mla else 0
-    return {"tokens": n_tok, "latent": latent, "kv": kv, "state": state,
-            "latent_per_tok": latent / n_tok if n_tok else 0.0, "kv_per_tok": kv / n_tok if n_tok else 0.0,
-            "kv_equiv_per_tok": kv_equiv, "params": model.get("params", 0)}
+    return {**measured_memory(frame.model_meta(m)["layers"], model["config"]), "params": model.get("params", 0)}
 
 
 SERIES = [("orange", "c"), ("blue", "m"), ("green", "s")]       # plotext colour, no-colour marker
@@ -57,7 +46,6 @@ class CachePanel(Panel):
         height = 16 if width >= 60 else 11
         plot = self._plot(b, ctx, cross, width, height)
         self.put(self.query_one("#plot", Static), plot)
-        from lineage.memory import batch_per_card
         weights = int(b["params"] * 2)
         batch = batch_per_card(ctx, int(per_tok), weights, state_bytes=b["state"]) if per_tok else None
         t = Text()

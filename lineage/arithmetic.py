@@ -1,0 +1,115 @@
+"""Parameter and memory arithmetic: no torch, no weights allocated.
+
+Each mechanism config says what one layer of it holds (`lineage.configs`: `params()`,
+`cache_bytes_per_token()`, `state_bytes()`); here are the formulas they share and the sums
+over a model: parameters in total and active per token (every weight except the routed experts
+a token was not sent to), cache and state per sequence, sequences per card, and the bytes a
+running model reported in a frame. Bytes are plain integers.
+"""
+from __future__ import annotations
+
+H200_BYTES = 141 * 10**9
+
+
+# ---------------------------------------------------------------------- one layer's memory
+
+def kv_bytes_per_token(n_kv_heads: int, head_dim: int, dtype_bytes: int = 2) -> int:
+    """Softmax attention, one layer: a key and a value per KV head (MHA: n_kv_heads = n_heads; GQA: fewer)."""
+    return 2 * n_kv_heads * head_dim * dtype_bytes
+
+
+def mla_bytes_per_token(kv_lora_rank: int, qk_rope_head_dim: int, dtype_bytes: int = 2) -> int:
+    """MLA, one layer: the latent plus the shared key part, however many heads read it (512 + 64 = 576 elements)."""
+    return (kv_lora_rank + qk_rope_head_dim) * dtype_bytes
+
+
+def recurrent_state_bytes(n_heads: int, k_dim: int, v_dim: int, dtype_bytes: int = 4, normaliser: bool = False) -> int:
+    """Linear attention, DeltaNet, Gated DeltaNet, KDA, one layer, one sequence: H x K x V, whatever the length."""
+    return n_heads * k_dim * (v_dim + (1 if normaliser else 0)) * dtype_bytes
+
+
+# ---------------------------------------------------------------------------- a whole model
+
+def count(cfg) -> dict:
+    """{'total', 'active', 'embedding', 'mixers', 'ffn_dense', 'moe_total', 'moe_active', 'norms', 'attnres', ...}"""
+    cfg.check()
+    d = cfg.d_model
+    norm = 2 * d if cfg.norm == "layer" else d
+    out = {"embedding": cfg.vocab_size * d + cfg.n_positions * d,
+           "lm_head": 0 if cfg.tie_embeddings else cfg.vocab_size * d,
+           "mixers": 0, "ffn_dense": 0, "moe_total": 0, "moe_active": 0,
+           "norms": norm * (2 * cfg.n_layers + 1),
+           "attnres": 2 * (2 * cfg.n_layers + 1) * d if cfg.attnres else 0}
+    by_kind: dict[str, int] = {}
+    for m, f in zip(cfg.mixers, cfg.ffns):
+        n = cfg.mixer_config(m).params()
+        out["mixers"] += n
+        by_kind[m] = by_kind.get(m, 0) + n
+        ffn = cfg.ffn_config(f)
+        if f == "moe":
+            out["moe_total"] += ffn.params()
+            out["moe_active"] += ffn.active_params()
+        else:
+            out["ffn_dense"] += ffn.params()
+    shared = out["embedding"] + out["lm_head"] + out["mixers"] + out["ffn_dense"] + out["norms"] + out["attnres"]
+    out["total"] = shared + out["moe_total"]
+    out["active"] = shared + out["moe_active"]
+    out["mixers_by_kind"] = by_kind
+    out["layers"] = cfg.n_layers
+    return out
+
+
+def human(n: float) -> str:
+    """124439808 -> '124.4M'; 2.8e12 -> '2.80T'."""
+    for unit, div in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= div:
+            return f"{n / div:.2f}{unit}" if unit in "TB" else f"{n / div:.1f}{unit}"
+    return str(int(n))
+
+
+def model_memory(cfg, context: int, cache_dtype_bytes: int = 2, state_dtype_bytes: int = 4) -> dict:
+    """Per-sequence memory of a whole model at `context` tokens: cache (grows) and state (constant)."""
+    per_token = state = 0
+    for kind in cfg.mixers:
+        c = cfg.mixer_config(kind)
+        per_token += c.cache_bytes_per_token(cache_dtype_bytes)
+        state += c.state_bytes(state_dtype_bytes, cache_dtype_bytes)
+    return {"context": context, "bytes_per_token": per_token, "cache_bytes": per_token * context,
+            "state_bytes": state, "total_bytes": per_token * context + state}
+
+
+def batch_per_card(context: int, bytes_per_token: int, weight_bytes: int, card_bytes: int = H200_BYTES,
+                   state_bytes: int = 0) -> int:
+    """Sequences that fit beside the weights. Weights are fixed, the cache grows with context,
+    so once the cache dominates each doubling of context halves the batch."""
+    free = card_bytes - weight_bytes
+    per_seq = bytes_per_token * context + state_bytes
+    return max(free // per_seq, 0) if per_seq else 0
+
+
+def chunk_flops(L: int, d: int, C: int) -> int:
+    """Chunked linear-attention arithmetic for one head: 2 L d^2 of state work (independent of C)
+    plus 2 L C d for the in-chunk triangles. C = 1 is the recurrence, C = L is quadratic attention."""
+    return 2 * L * d * d + 2 * L * C * d
+
+
+# ------------------------------------------------------------------- a running model's bytes
+
+def measured_memory(layers: list[dict], config: dict) -> dict:
+    """What a running model held at one frame, from its layers' frame meta (cache_len,
+    cache_bytes, state_bytes) and its config as a plain dict (a trace's info): tokens cached,
+    the MLA latent and softmax KV caches, the recurrent state, per-token rates to project
+    with, and what the MLA layers would cache as plain multi-head K and V."""
+    mixers = config["mixers"]
+    n_tok = max((l.get("cache_len", 0) for l in layers), default=0)
+    latent = sum(l.get("cache_bytes", 0) for l, k in zip(layers, mixers) if k == "mla")
+    kv = sum(l.get("cache_bytes", 0) for l, k in zip(layers, mixers) if k == "softmax")
+    state = sum(l.get("state_bytes", 0) for l in layers)
+    # plain MHA at the same heads and dims, in the element size the latent was measured in
+    mla = config.get("mla")
+    n_mla = mixers.count("mla")
+    elem = (latent / n_tok / n_mla / (mla["kv_lora_rank"] + mla["qk_rope_head_dim"])) if (n_tok and n_mla) else 4
+    kv_equiv = n_mla * mla["n_heads"] * (mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"] + mla["v_head_dim"]) * elem if mla else 0
+    return {"tokens": n_tok, "latent": latent, "kv": kv, "state": state,
+            "latent_per_tok": latent / n_tok if n_tok else 0.0, "kv_per_tok": kv / n_tok if n_tok else 0.0,
+            "kv_equiv_per_tok": kv_equiv}

@@ -1,0 +1,1 @@
+"""One file per row of the lineage: each mechanism's nn.Module, its state and its step."""

@@ -1,0 +1,151 @@
+"""Multi-head latent attention (DeepSeek-V2, used by Kimi): the cache holds one compressed latent
+per token instead of per-head keys and values; K3 adds a sigmoid gate on the output."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from ..configs import MLAConfig
+
+
+@dataclass
+class LatentCache:
+    c: Tensor       # (B, L, kv_lora_rank): normalised latent, expanded to keys and values on read
+    k_pe: Tensor    # (B, L, qk_rope_head_dim): the key part shared by all heads
+
+    @property
+    def length(self) -> int:
+        return self.c.shape[1]
+
+    @property
+    def nbytes(self) -> int:
+        return self.c.numel() * self.c.element_size() + self.k_pe.numel() * self.k_pe.element_size()
+
+    def to_static(self, capacity: int) -> "StaticLatentCache":
+        return StaticLatentCache.from_cache(self, capacity)
+
+
+@dataclass
+class StaticLatentCache:
+    """A latent cache of fixed capacity, written in place: the same tensors every step, so a
+    step can be captured in a CUDA graph. The unwritten tail is masked out of attention."""
+    c: Tensor       # (B, capacity, kv_lora_rank)
+    k_pe: Tensor    # (B, capacity, qk_rope_head_dim)
+    pos: Tensor     # (1,) int64, on the cache's device: tokens written so far
+    length: int     # the same count on the host (a captured graph cannot read `pos` back)
+
+    @property
+    def nbytes(self) -> int:
+        per_token = self.c[:, :1].numel() * self.c.element_size() + self.k_pe[:, :1].numel() * self.k_pe.element_size()
+        return per_token * self.length
+
+    @classmethod
+    def from_cache(cls, cache: "LatentCache", capacity: int) -> "StaticLatentCache":
+        B, L, _ = cache.c.shape
+        if L >= capacity:
+            raise ValueError(f"cache holds {L} tokens; capacity {capacity} leaves no room")
+        c = cache.c.new_zeros(B, capacity, cache.c.shape[-1])
+        k_pe = cache.k_pe.new_zeros(B, capacity, cache.k_pe.shape[-1])
+        c[:, :L], k_pe[:, :L] = cache.c, cache.k_pe
+        return cls(c, k_pe, torch.tensor([L], device=c.device), L)
+
+    def buffers(self) -> list[Tensor]:
+        return [self.c, self.k_pe, self.pos]
+
+    def copy_from(self, new: "StaticLatentCache") -> None:
+        pass                                    # the step wrote this token's latent in place
+
+
+def rotate(x: Tensor, pos: Tensor, theta: float) -> Tensor:
+    """Rotary embedding on the last dim (pairs of halves). x (..., L, R), pos (L,)."""
+    R = x.shape[-1]
+    inv = theta ** (-torch.arange(0, R, 2, dtype=torch.float64, device=x.device) / R)   # (R/2,)
+    ang = (pos.to(torch.float64)[:, None] * inv).to(x.dtype)                            # (L, R/2)
+    cos, sin = ang.cos(), ang.sin()
+    a, b = x[..., : R // 2], x[..., R // 2:]
+    return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+
+
+class MLA(nn.Module):
+    def __init__(self, cfg: MLAConfig):
+        super().__init__()
+        self.cfg = cfg
+        H, dn, dr, dv = cfg.n_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
+        if cfg.q_lora_rank is None:
+            self.q_proj = nn.Linear(cfg.d_model, H * (dn + dr), bias=False)
+        else:  # query LoRA: compress, normalise, expand
+            self.q_proj = nn.Sequential(nn.Linear(cfg.d_model, cfg.q_lora_rank, bias=False),
+                                        nn.RMSNorm(cfg.q_lora_rank, eps=cfg.norm_eps),
+                                        nn.Linear(cfg.q_lora_rank, H * (dn + dr), bias=False))
+        self.kv_a = nn.Linear(cfg.d_model, cfg.kv_lora_rank + dr, bias=False)   # -> latent | shared key part
+        self.kv_norm = nn.RMSNorm(cfg.kv_lora_rank, eps=cfg.norm_eps)
+        self.kv_b = nn.Linear(cfg.kv_lora_rank, H * (dn + dv), bias=False)      # latent -> per-head k_nope | v
+        self.o_proj = nn.Linear(H * dv, cfg.d_model, bias=False)
+        self.g_proj = nn.Linear(cfg.d_model, H * dv, bias=False) if cfg.output_gate else None
+
+    def _project(self, x: Tensor, pos: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """x (B, T, d), positions pos (T,) -> q (B, H, T, dn + dr), latent c (B, T, r), k_pe (B, T, dr)."""
+        cfg = self.cfg
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, cfg.n_heads, -1).transpose(1, 2)          # (B, H, T, dn + dr)
+        c, k_pe = self.kv_a(x).split([cfg.kv_lora_rank, cfg.qk_rope_head_dim], dim=-1)
+        c = self.kv_norm(c)                                                       # (B, T, kv_lora_rank)
+        if cfg.rope:
+            k_pe = rotate(k_pe, pos, cfg.rope_theta)
+            q = torch.cat([q[..., :cfg.qk_nope_head_dim], rotate(q[..., cfg.qk_nope_head_dim:], pos, cfg.rope_theta)], -1)
+        return q, c, k_pe
+
+    def _append(self, x: Tensor, state: LatentCache | None) -> tuple[Tensor, LatentCache]:
+        start = 0 if state is None else state.length
+        q, c, k_pe = self._project(x, torch.arange(start, start + x.shape[1], device=x.device))
+        if state is not None:
+            c, k_pe = torch.cat([state.c, c], dim=1), torch.cat([state.k_pe, k_pe], dim=1)
+        return q, LatentCache(c, k_pe)
+
+    def _attend(self, x: Tensor, q: Tensor, cache, visible: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """visible (T, L) bool, or None for causal over the whole cache."""
+        cfg = self.cfg
+        B, H, T, _ = q.shape
+        L = cache.c.shape[1]
+        kv = self.kv_b(cache.c).view(B, L, H, -1).transpose(1, 2)                # (B, H, L, dn + dv)
+        k_nope, v = kv.split([cfg.qk_nope_head_dim, cfg.v_head_dim], dim=-1)
+        k = torch.cat([k_nope, cache.k_pe[:, None].expand(B, H, L, -1)], dim=-1)  # (B, H, L, dn + dr)
+        scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5                 # (B, H, T, L)
+        if visible is None:
+            visible = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T)
+        probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)
+        y = (probs @ v).transpose(1, 2).reshape(B, T, H * cfg.v_head_dim)         # (B, T, H*dv)
+        if self.g_proj is not None:                                               # gated MLA: how much retrieval to keep
+            y = y * torch.sigmoid(self.g_proj(x))
+        return self.o_proj(y), probs
+
+    def forward(self, x: Tensor, state: LatentCache | None = None) -> tuple[Tensor, LatentCache]:
+        q, cache = self._append(x, state)
+        y, _ = self._attend(x, q, cache)
+        return y, cache
+
+    def step(self, x_t: Tensor, state: LatentCache | None, obs: dict | None = None) -> tuple[Tensor, LatentCache]:
+        x = x_t[:, None]
+        if isinstance(state, StaticLatentCache):
+            return self._static_step(x, state, obs)
+        q, cache = self._append(x, state)
+        y, probs = self._attend(x, q, cache)
+        if obs is not None:
+            obs.update(kind="mla", attn=probs[:, :, 0].detach(), cache_len=cache.length, cache_bytes=cache.nbytes)
+        return y[:, 0], cache
+
+    def _static_step(self, x: Tensor, cache: StaticLatentCache, obs: dict | None):
+        """Write this token's latent at `pos` in place and attend over the written prefix; no
+        shape depends on how many tokens came before, so the step can be graph-captured."""
+        q, c, k_pe = self._project(x, cache.pos)
+        cache.c.index_copy_(1, cache.pos, c)
+        cache.k_pe.index_copy_(1, cache.pos, k_pe)
+        visible = (torch.arange(cache.c.shape[1], device=x.device) <= cache.pos)[None]   # (1, capacity)
+        y, probs = self._attend(x, q, cache, visible)
+        cache.pos.add_(1)
+        cache.length += 1
+        if obs is not None:   # attention over the whole buffer; the caller trims to cache_len
+            obs.update(kind="mla", attn=probs[:, :, 0].detach(), cache_len=cache.length, cache_bytes=cache.nbytes)
+        return y[:, 0], cache

@@ -1,0 +1,113 @@
+"""A Frame: everything the panels need at one step, as plain numpy arrays and JSON-able values.
+
+Nothing here needs torch: a frame recorded on a GPU box reads on a laptop. Arrays are keyed
+by path, "m{model}/l{layer}/{name}" for per-layer data and "m{model}/{name}" for per-model data;
+`meta` holds scalars and text (token, caption, cache lengths and bytes, ...).
+"""
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..escapes import visible_tree
+
+
+@dataclass(frozen=True, eq=False)
+class Frame:
+    step: int
+    meta: dict = field(default_factory=dict)
+    arrays: dict = field(default_factory=dict)      # str -> np.ndarray
+
+    # -- reading ----------------------------------------------------------------------
+    def get(self, model: int, name: str, layer: int | None = None):
+        key = f"m{model}/{name}" if layer is None else f"m{model}/l{layer}/{name}"
+        return self.arrays.get(key)
+
+    def model_meta(self, model: int) -> dict:
+        return self.meta["models"][model]
+
+    def layer_meta(self, model: int, layer: int) -> dict:
+        return self.meta["models"][model]["layers"][layer]
+
+    def last_write(self, model: int, layer: int, head: int) -> np.ndarray:
+        """One head's last write to its state, delta S = k^T u (K, V) in float64: u = v for
+        linear attention (it adds), beta (v - read-back) for the delta rule (it corrects what k
+        recalled). Frames keep k, v, the read-back and beta, not a second K x V matrix."""
+        k, v, read = (self.get(model, n, layer)[head].astype(np.float64) for n in ("k", "v", "read"))
+        beta = self.get(model, "beta", layer)
+        linear = self.layer_meta(model, layer)["mixer"] == "linear"
+        return np.outer(k, v if linear else (1.0 if beta is None else float(beta[head])) * (v - read))
+
+    # -- equality is bit-for-bit ------------------------------------------------------
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Frame) or self.step != other.step:
+            return False
+        if json.dumps(self.meta, sort_keys=True) != json.dumps(other.meta, sort_keys=True):
+            return False
+        if self.arrays.keys() != other.arrays.keys():
+            return False
+        return all(a.dtype == other.arrays[k].dtype and a.shape == other.arrays[k].shape
+                   and a.tobytes() == other.arrays[k].tobytes() for k, a in self.arrays.items())
+
+    # -- bytes (no pickle: a trace from a stranger cannot run code) --------------------
+    def to_bytes(self) -> bytes:
+        table, chunks, offset = [], [], 0
+        for key, a in self.arrays.items():
+            a = np.ascontiguousarray(a)
+            table.append([key, a.dtype.str, list(a.shape), offset, a.nbytes])
+            chunks.append(a.tobytes())
+            offset += a.nbytes
+        head = json.dumps({"step": self.step, "meta": self.meta, "arrays": table}, separators=(",", ":")).encode()
+        return struct.pack("<I", len(head)) + head + b"".join(chunks)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "Frame":
+        """The frame, or ValueError naming what is corrupt. Every number the bytes declare is
+        checked before it sizes anything: the bytes may come from a stranger's trace."""
+        (n,) = struct.unpack_from("<I", data, 0)
+        if 4 + n > len(data):
+            raise ValueError(f"its table claims {n:,} bytes, the frame has {len(data) - 4:,}")
+        head = json.loads(data[4:4 + n])
+        if not (isinstance(head, dict) and _is_int(head.get("step")) and isinstance(head.get("meta"), dict)
+                and isinstance(head.get("arrays"), list)):
+            raise ValueError("its table lacks step, meta or arrays")
+        body = memoryview(data)[4 + n:]
+        arrays = {}
+        for entry in head["arrays"]:
+            key, dt, shape, offset, nbytes = _array_entry(entry, len(body))
+            arrays[key] = np.frombuffer(body[offset:offset + nbytes], dtype=dt).reshape(shape)
+        # text in a frame (tokens, captions) is shown on a terminal: no raw control characters
+        return cls(head["step"], visible_tree(head["meta"]), arrays)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays.values())
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _array_entry(entry, body_len: int):
+    """(key, dtype, shape, offset, nbytes) of one table row, checked against the body's size."""
+    if not (isinstance(entry, list) and len(entry) == 5 and isinstance(entry[0], str)):
+        raise ValueError("an array entry is not [key, dtype, shape, offset, nbytes]")
+    key, dtype, shape, offset, nbytes = entry
+    if not isinstance(dtype, str) or len(dtype) > 8:
+        raise ValueError(f"array {key!r} has no dtype")
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"array {key!r} has an unknown dtype {dtype!r}") from None
+    if dt.kind not in "biuf":               # numbers only: no objects, strings or records
+        raise ValueError(f"array {key!r} has dtype {dtype!r}, not a number type")
+    if not (isinstance(shape, list) and len(shape) <= 8 and all(_is_int(d) and d >= 0 for d in shape)):
+        raise ValueError(f"array {key!r} has a bad shape")
+    if not (_is_int(offset) and _is_int(nbytes) and 0 <= offset and 0 <= nbytes and offset + nbytes <= body_len):
+        raise ValueError(f"array {key!r} lies outside the frame")
+    if int(np.prod(shape, dtype=object)) * dt.itemsize != nbytes:
+        raise ValueError(f"array {key!r}: its shape does not match its {nbytes:,} bytes")
+    return key, dt, shape, offset, nbytes

@@ -1,0 +1,298 @@
+"""Runners: what a Session steps. A scenario's models are language models fed tokens, or toy
+memories fed a task's events, or there are none (a figure alone); the session picks its runner
+once, at the start (`make_runner`), and asks it for each step's frame fields.
+
+A runner gives `info_models`, `device` and `backend` (for the trace's info) and
+`step(i) -> (meta, arrays)`: the step's meta fields and its arrays keyed "m{model}/...".
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from ..arithmetic import count
+from ..scenario.build import build_config
+from ..scenario.checks import total_steps
+from ..scenario.problems import Problem, ScenarioError
+from ..scenario.reader import Located
+from ..scenario.schema import Scenario
+from ..scenario.tasks import generate
+from ..tokenizer import ByteTokenizer
+
+
+def make_runner(sc: Scenario, device: str, notes: list[str]):
+    """The runner for the scenario's models; notes collects what the user should be told."""
+    specs = sc.model_specs
+    if not specs:
+        return NoModels()
+    import torch
+    device = _device(torch, device, notes)
+    if specs[0].memory is not None:
+        return MemoryRunner(sc, device)
+    return LMRunner(sc, device, notes)
+
+
+def _device(torch, want: str, notes: list[str]):
+    if want == "cuda" and not torch.cuda.is_available():
+        notes.append("cuda asked for but not available: running on the CPU")
+        return torch.device("cpu")
+    if want == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(want)
+
+
+def _one_thread_if_small(torch, device, n_params: int) -> None:
+    if device.type == "cpu" and torch.get_num_threads() > 1 and n_params < 20_000_000:
+        # a step of a small model is dozens of tiny ops: extra intra-op threads only
+        # spin, and steal the core the UI draws on (7.2 ms a step on one thread,
+        # 12.5 ms on two while the app draws, measured on the 2-core dev box)
+        torch.set_num_threads(1)
+
+
+class NoModels:
+    """A figure alone: its frames are arithmetic, made by the session."""
+    info_models: list = []
+    device = "none"
+    backend = "none (arithmetic)"
+
+    def step(self, i: int) -> tuple[dict, dict]:
+        return {}, {}
+
+
+class LMRunner:
+    """The scenario's language models side by side on the same tokens (the input's, then decoded
+    from the first model's logits)."""
+
+    def __init__(self, sc: Scenario, device, notes: list[str]):
+        import torch
+        self.torch, self.sc = torch, sc
+        specs = sc.model_specs
+        problems: list = []
+        cfgs = [build_config(s, ("models", i), Located(sc.source or "<scenario>", None), problems)
+                for i, s in enumerate(specs)]
+        if problems:
+            raise ScenarioError(problems)
+        totals = [count(cfg)["total"] for cfg in cfgs]
+        _one_thread_if_small(torch, device, sum(totals))
+        dtype = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}[sc.dtype]
+        self.answers: dict = {}
+        if sc.input.text is not None:
+            self.tokens = ByteTokenizer().encode(sc.input.text)
+        elif sc.input.ids is not None:
+            self.tokens = list(sc.input.ids)
+        else:
+            seq = generate(sc.input.task)
+            self.tokens, self.answers = list(seq.tokens), seq.answers
+        self.models = [SteppedModel(cfg, sc, device, dtype, sc.base_dir) for cfg in cfgs]
+        self.info_models = [{"name": s.label, "kind": "lm", "config": dataclasses.asdict(cfg), "params": total}
+                            for s, cfg, total in zip(specs, cfgs, totals)]
+        notes += sorted({r.backend_note for r in self.models if r.backend_note})
+        self.device, self.backend = str(device), self.models[0].backend
+        for r in self.models:
+            r.prefill(self.tokens[:sc.decoding.prefill])
+        self.gen = torch.Generator().manual_seed(sc.decoding.seed)
+
+    def step(self, i: int) -> tuple[dict, dict]:
+        sc = self.sc
+        pos = sc.decoding.prefill + i
+        if pos < len(self.tokens):
+            token, source = self.tokens[pos], "input"
+        else:
+            token, source = self._decode(self.models[0].logits), sc.decoding.mode
+        meta = dict(pos=pos, token=int(token), text=ByteTokenizer().token_str(token) if token < 256 else str(token),
+                    source=source, answer=self.answers.get(pos))
+        if pos + 1 < len(self.tokens):
+            meta["next_input"] = int(self.tokens[pos + 1])
+        meta["models"], arrays = _side_by_side(r.step(int(token)) for r in self.models)
+        return meta, arrays
+
+    def _decode(self, logits) -> int:
+        torch = self.torch
+        d = self.sc.decoding
+        if logits is None:
+            return 0
+        if d.mode in ("greedy", "teacher"):
+            return int(logits.argmax())
+        z = logits / d.temperature
+        if d.top_k:
+            v, _ = z.topk(min(d.top_k, z.numel()))
+            z = z.masked_fill(z < v[-1], float("-inf"))
+        return int(torch.multinomial(z.softmax(-1).cpu(), 1, generator=self.gen))
+
+
+class MemoryRunner:
+    """The scenario's toy memories, each fed the task's events one per step."""
+    backend = "reference (toy memory)"
+
+    def __init__(self, sc: Scenario, device):
+        import torch
+        from .toy import Memory
+        _one_thread_if_small(torch, device, 0)
+        seq = generate(sc.input.task)
+        self.events, self.device = seq.events, str(device)
+        self.memories = [Memory(s.memory, seq, sc.input.task, sc.weights.seed, sc.weights.set) for s in sc.model_specs]
+        self.info_models = [{"name": s.label, "kind": "memory", **s.memory.model_dump()} for s in sc.model_specs]
+
+    def step(self, i: int) -> tuple[dict, dict]:
+        ev = self.events[i]
+        models, arrays = _side_by_side(_memory_fields(mem, ev) for mem in self.memories)
+        return {"event": ev.label(), "models": models}, arrays
+
+
+def _side_by_side(steps) -> tuple[list, dict]:
+    """Each model's (meta, arrays) -> the list of metas and the arrays keyed "m{model}/..."."""
+    models, arrays = [], {}
+    for m, (mm, ar) in enumerate(steps):
+        models.append(mm)
+        arrays.update({f"m{m}/{k}": v for k, v in ar.items()})
+    return models, arrays
+
+
+def _memory_fields(mem, ev) -> tuple[dict, dict]:
+    o = mem.step(ev)
+    arrays = {"l0/S": o["S"].numpy()[None], "l0/k": o["k"].numpy()[None], "l0/v": o["v"].numpy()[None],
+              "l0/read": o["read"].numpy()[None], "l0/decay": o["decay"].numpy()[None],
+              "l0/beta": np.array([o["beta"]]), "recall": o["recall"].numpy(), "target": o["target"].numpy(),
+              "recall_keys": np.array(o["recall_keys"], dtype=np.int32)}
+    if o["out"] is not None:
+        arrays["out"] = o["out"].numpy()
+    return {"layers": [{"mixer": mem.spec.rule, "ffn": "none"}], "event": ev.label()}, arrays
+
+
+class SteppedModel:
+    """One language model: prefill with the parallel / chunked forward, then observed steps."""
+
+    def __init__(self, cfg, sc: Scenario, device, dtype, base_dir: Path | None):
+        import torch
+        from ..model import LM
+        self.torch = torch
+        self.cfg = cfg
+        torch.manual_seed(sc.weights.seed)           # same seed, same preset: same weights side by side
+        model = LM(cfg)
+        if sc.weights.checkpoint is not None:
+            _load_checkpoint(model, sc, base_dir)
+        self.model = model.to(device=device, dtype=dtype).eval()
+        from ..backend import resolve, set_backend
+        self.backend, self.backend_note = resolve(device)
+        set_backend(self.model, self.backend)
+        self.device = device
+        self.state = None
+        self.logits = None
+        self.load: dict[int, np.ndarray] = {}
+        # on CUDA the observed step is launch bound: after the first token, capture it in a CUDA
+        # graph (LINEAGE_GRAPH=0 turns this off; =compile also runs torch.compile first). Models
+        # with learned positions index by a host integer and step eagerly.
+        import os
+        mode = os.environ.get("LINEAGE_GRAPH", "auto").lower()
+        off = mode in ("0", "off", "no") or device.type != "cuda" or self.model.wpe is not None
+        self.graph_mode = None if off else mode
+        self.capacity = (total_steps(sc) or 0) + sc.decoding.prefill + 2
+        self.stepper = None
+
+    def prefill(self, ids: list[int]) -> None:
+        if not ids:
+            return
+        with self.torch.inference_mode():
+            x = self.torch.tensor([ids], device=self.device)
+            logits, self.state = self.model(x, self.state)
+        self.logits = logits[0, -1].float()
+
+    def step(self, token: int) -> tuple[dict, dict]:
+        torch = self.torch
+        if self.stepper is not None:
+            logits, obs = self.stepper.step(token)
+        else:
+            obs = {}
+            with torch.inference_mode():
+                logits, self.state = self.model.step(torch.tensor([token], device=self.device), self.state, obs)
+            if self.graph_mode is not None:
+                from ..graph_step import GraphStep
+                self.stepper = GraphStep(self.model, self.state, self.capacity,
+                                         compile=self.graph_mode == "compile")
+        self.logits = logits[0].float()
+        meta, arrays = _lm_observations(obs, self.cfg)
+        for i, kind in enumerate(self.cfg.ffns):      # routing load so far, so no panel re-reads history
+            if kind == "moe":
+                load = self.load.setdefault(i, np.zeros(self.cfg.moe.n_experts, dtype=np.int32))
+                load[arrays[f"l{i}/experts"]] += 1
+                arrays[f"l{i}/load"] = load.copy()
+        return meta, arrays
+
+
+def _lm_observations(obs: dict, cfg) -> tuple[dict, dict]:
+    """Batch element 0 of a model's observations -> (meta, arrays) for a Frame."""
+    arrays: dict = {}
+    layers = []
+    for i, lo in enumerate(obs["layers"]):
+        mx, ff = lo["mixer"], lo["ffn"]
+        meta = {"mixer": cfg.mixers[i], "ffn": cfg.ffns[i]}
+        p = f"l{i}/"
+        if "S" in mx:
+            arrays[p + "S"] = _compact(mx["S"][0])                       # (H, K, V)
+            for name in ("k", "v", "read"):
+                if name in mx:
+                    arrays[p + name] = _f32(mx[name][0])                 # (H, K) / (H, V)
+            if mx.get("beta") is not None:
+                arrays[p + "beta"] = _f32(mx["beta"][0])                 # (H,)
+            if mx.get("decay") is not None:
+                arrays[p + "decay"] = _f32(mx["decay"][0])               # (H,) or (H, K)
+            meta["state_bytes"] = int(mx["state_bytes"])
+        if "attn" in mx:   # a static (graph) cache attends over its whole buffer: keep the written part
+            arrays[p + "attn"] = _compact(mx["attn"][0][:, :int(mx["cache_len"])])   # (H, L)
+            meta["cache_len"], meta["cache_bytes"] = int(mx["cache_len"]), int(mx["cache_bytes"])
+        if ff.get("kind") == "moe":
+            arrays[p + "scores"] = _f32(ff["scores"][0])                 # (E,)
+            arrays[p + "experts"] = ff["experts"][0].cpu().numpy().astype(np.int32)   # (k,)
+            arrays[p + "weights"] = _f32(ff["weights"][0])               # (k,)
+            if ff.get("shared_share") is not None:
+                meta["shared_share"] = float(ff["shared_share"][0])
+        for j, w in enumerate(lo.get("attnres") or []):
+            arrays[p + f"attnres{j}"] = _f32(w[:, 0])                    # (N,) sources of this point
+        layers.append(meta)
+    if "attnres_final" in obs:
+        arrays["attnres_final"] = _f32(obs["attnres_final"][:, 0])
+    arrays["top_ids"] = obs["top_ids"][0].cpu().numpy().astype(np.int32)
+    arrays["top_probs"] = _f32(obs["top_probs"][0])
+    return {"layers": layers}, arrays
+
+
+def _load_checkpoint(model, sc: Scenario, base_dir: Path | None) -> None:
+    from safetensors.torch import load_file
+    path = Path(sc.weights.checkpoint)
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    try:
+        tensors = load_file(str(path))
+    except Exception as e:  # safetensors raises several kinds; all mean "not a usable file"
+        raise _weights_error(sc, f"cannot read {path}: {e}") from None
+    try:
+        result = model.load_state_dict(tensors, strict=False)
+    except RuntimeError as e:   # shape mismatches: keep torch's first line, it names the tensor
+        detail = next((line.strip() for line in str(e).splitlines()[1:] if line.strip()), str(e))
+        raise _weights_error(sc, f"{path} does not fit the model: {detail}") from None
+    bad = []
+    if result.missing_keys:
+        bad.append(f"missing {len(result.missing_keys)} tensors (first: {result.missing_keys[0]})")
+    if result.unexpected_keys:
+        bad.append(f"{len(result.unexpected_keys)} unknown tensors (first: {result.unexpected_keys[0]})")
+    if bad:
+        raise _weights_error(sc, f"{path} does not fit the model: " + "; ".join(bad))
+
+
+def _weights_error(sc: Scenario, msg: str) -> ScenarioError:
+    return ScenarioError([Problem(sc.source or "<scenario>", 1, 1, "weights.checkpoint", msg)])
+
+
+def _compact(a) -> np.ndarray:
+    """Large float matrices are stored in float16 (3 significant digits is what a heatmap and
+    its cursor readout show) unless their range needs float32."""
+    a = a.detach().float().cpu().numpy()
+    if a.size and np.isfinite(a).all() and np.abs(a).max() < 6e4:
+        return a.astype(np.float16)
+    return a
+
+
+def _f32(a) -> np.ndarray:
+    return a.detach().float().cpu().numpy()

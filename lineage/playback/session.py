@@ -1,0 +1,161 @@
+"""Sessions: a scenario's models stepped one token at a time, each step turned into a Frame.
+
+`Session` runs a scenario (torch); `Replay` reads a trace (no torch). Both are `Cursor`s:
+next, previous, jump, reset over frames. Going back, or forward to a step already made, reads
+the recorded frame and never recomputes; going forward past the last made frame steps the
+models. A session is deterministic for a given scenario: the same file gives the same frames.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from ..figures import figure_row, figure_steps
+from ..scenario.checks import total_steps
+from ..scenario.schema import Scenario
+from ..files import open_regular
+from .frame import Frame
+from .runners import make_runner
+from .trace import MAGIC, TraceReader, TraceWriter
+
+
+class Cursor:
+    """Stepping over frames 0..total-1. Subclasses provide `_make(i)` for frames not yet held."""
+
+    total: int = 0
+    info: dict
+
+    def __init__(self):
+        self.index = 0
+
+    def frame(self, i: int) -> Frame:
+        raise NotImplementedError
+
+    def current(self) -> Frame:
+        return self.frame(self.index)
+
+    def jump(self, i: int) -> Frame:
+        self.index = max(0, min(int(i), self.total - 1))
+        return self.current()
+
+    def next(self) -> Frame:
+        return self.jump(self.index + 1)
+
+    def prev(self) -> Frame:
+        return self.jump(self.index - 1)
+
+    def reset(self) -> Frame:
+        return self.jump(0)
+
+    def end(self) -> Frame:
+        return self.jump(self.total - 1)
+
+    def close(self) -> None:
+        pass
+
+
+def _caption(sc: Scenario, i: int) -> str | None:
+    text = None
+    for c in sorted(sc.captions, key=lambda c: c.at):
+        if c.at <= i and (c.until is None or i <= c.until):
+            text = c.text
+    return text
+
+
+class Session(Cursor):
+    def __init__(self, sc: Scenario, device: str | None = None, writer: TraceWriter | None = None):
+        super().__init__()
+        self.sc = sc
+        self._lock = threading.Lock()
+        self.frames: list[Frame] = []
+        self.writer = writer
+        self.total = total_steps(sc) or 0
+        self.notes: list[str] = []
+        self.runner = make_runner(sc, device or sc.device, self.notes)
+        self.info = {"title": sc.title, "description": sc.description, "steps": self.total,
+                     "models": self.runner.info_models, "panels": [p.model_dump() for p in sc.panels],
+                     "captions": [c.model_dump() for c in sc.captions],
+                     "figure": sc.figure.model_dump() if sc.figure is not None else None,
+                     "device": self.runner.device, "dtype": sc.dtype, "backend": self.runner.backend,
+                     "decoding": sc.decoding.model_dump(), "notes": self.notes}
+
+    def frame(self, i: int) -> Frame:
+        if not 0 <= i < self.total:
+            raise IndexError(f"step {i} out of range (0-{self.total - 1})")
+        if i < len(self.frames):
+            return self.frames[i]
+        # one stepping thread at a time: a second caller waits, then reads what the first made
+        # (two threads stepping at once would feed the model the same token twice)
+        with self._lock:
+            while len(self.frames) <= i:
+                f = self._make(len(self.frames))
+                self.frames.append(f)
+                if self.writer is not None:
+                    self.writer.write(f)
+        return self.frames[i]
+
+    def _make(self, i: int) -> Frame:
+        sc = self.sc
+        meta = {"caption": _caption(sc, i)}
+        if sc.figure is not None:   # a figure's slider follows the steps (held at its last setting)
+            meta["figure"] = figure_row(sc.figure, min(i, figure_steps(sc.figure) - 1))
+        fields, arrays = self.runner.step(i)
+        meta.update(fields)
+        return Frame(i, meta, arrays)
+
+    def record_to(self, path: str | Path, overwrite: bool = False) -> TraceWriter:
+        """Write every frame made from now on (and those already made) to a trace file."""
+        self.writer = TraceWriter(path, self.sc.text or "", self.info, overwrite=overwrite)
+        for f in self.frames:
+            self.writer.write(f)
+        return self.writer
+
+    def record_all(self, steps: int | None = None) -> None:
+        n = self.total if steps is None else min(steps, self.total)
+        for i in range(n):
+            self.frame(i)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+class Replay(Cursor):
+    """Frames from a trace file; needs neither torch nor a GPU."""
+
+    def __init__(self, path: str | Path, salvage: bool = False):
+        super().__init__()
+        self.reader = TraceReader(path, salvage=salvage)
+        self.info = self.reader.info
+        self.total = len(self.reader)
+        self.scenario_text = self.reader.scenario_text
+        self._cache: dict[int, Frame] = {}
+        self._lock = threading.Lock()
+
+    def frame(self, i: int) -> Frame:
+        f = self._cache.get(i)
+        if f is None:
+            with self._lock:                    # one file handle: seek and read must not interleave
+                if len(self._cache) > 256:      # keep memory flat on long traces
+                    self._cache.clear()
+                f = self._cache[i] = self.reader.frame(i)
+        return f
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def is_trace(path: str | Path) -> bool:
+    try:
+        with open_regular(path) as f:     # a FIFO or device is no trace (and must not block us)
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
+def open_path(path: str | Path, device: str | None = None, salvage: bool = False) -> Cursor:
+    """A Session for a scenario file or a Replay for a trace (by its magic bytes)."""
+    if is_trace(path):
+        return Replay(path, salvage=salvage)
+    from ..scenario import load
+    return Session(load(path), device=device)

@@ -1,0 +1,168 @@
+"""Checks across fields that the schema cannot express: the models a spec builds, layer and
+head indices against them, panels against what each model holds, tasks, checkpoints, captions.
+Also how many frames a scenario yields (it depends on the input and the decoding)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import configs as C
+from ..did_you_mean import did_you_mean
+from ..figures import figure_steps
+from ..presets import PRESETS
+from .build import build_config
+from .reader import Located
+from .schema import MQAR, Scenario, TopicShift, TwoFacts
+from .tasks import generate
+
+
+def _model_path(sc: Scenario, i: int) -> tuple:
+    return ("model",) if sc.model is not None else ("models", i)
+
+
+def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) -> None:
+    """Checks across fields: presets, overrides, layer indices, panels against the model."""
+    cfgs = [build_config(s, _model_path(sc, i), loc, problems) for i, s in enumerate(sc.model_specs)]
+    specs = sc.model_specs
+    memories = [s.memory is not None for s in specs]
+    if sc.input is not None and any(memories) and sc.input.task is None:
+        i = memories.index(True)
+        problems.append(loc.problem(_model_path(sc, i) + ("memory",),
+                                    "a memory model is fed by a task (two_facts, mqar or topic_shift), not text or ids"))
+    for i, s in enumerate(specs):
+        m = s.memory
+        if m is not None and m.channel_decay is not None:
+            p = _model_path(sc, i) + ("memory", "channel_decay")
+            if m.rule != "kda":
+                problems.append(loc.problem(p, "channel_decay needs rule: kda (one decay per key channel)"))
+            elif len(m.channel_decay) != m.key_dim:
+                problems.append(loc.problem(p, f"has {len(m.channel_decay)} entries; expected key_dim = {m.key_dim}"))
+            elif any(g > 0 for g in m.channel_decay):
+                problems.append(loc.problem(p, "log decays must be <= 0 (alpha = exp(g) <= 1)"))
+        if m is not None and sc.input is not None and isinstance(sc.input.task, TwoFacts) and m.key_dim < 2:
+            problems.append(loc.problem(_model_path(sc, i) + ("memory", "key_dim"), "two_facts needs key_dim >= 2"))
+    task = sc.input.task if sc.input is not None else None
+    if isinstance(task, (MQAR, TopicShift)):
+        need = task.pairs * (2 if isinstance(task, TopicShift) else 1)
+        if need > task.vocab // 2:
+            problems.append(loc.problem(("input", "task", "pairs"), f"{task.pairs} pairs need {need} distinct keys; "
+                                        f"vocab {task.vocab} has {task.vocab // 2} (keys are its first half)"))
+            return
+    if any(memories) and not all(memories):
+        problems.append(loc.problem(("models",), "mix of memory models and language models: they read the input "
+                                    "differently (events vs tokens); put them in separate scenarios"))
+    if sc.input is not None and sc.input.ids is not None:
+        for i, cfg in enumerate(cfgs):
+            if cfg is not None and max(sc.input.ids) >= cfg.vocab_size:
+                j = max(range(len(sc.input.ids)), key=lambda t: sc.input.ids[t])
+                problems.append(loc.problem(("input", "ids", j), f"token id {sc.input.ids[j]} is past the "
+                                            f"vocabulary of {cfg.name} ({cfg.vocab_size})"))
+    if sc.input is not None and sc.input.text is not None:
+        n = len(sc.input.text.encode("utf-8"))
+        if sc.decoding.prefill >= n and sc.decoding.mode == "teacher":
+            problems.append(loc.problem(("decoding", "prefill"), f"prefill {sc.decoding.prefill} leaves no input "
+                                        f"to step through (the text is {n} tokens)"))
+    if sc.weights.checkpoint is not None:
+        ck = Path(sc.weights.checkpoint)
+        if not ck.is_absolute() and base_dir is not None:
+            ck = base_dir / ck
+        if not ck.is_file():
+            problems.append(loc.problem(("weights", "checkpoint"), f"no such file: {ck}"))
+        elif ck.suffix != ".safetensors":
+            problems.append(loc.problem(("weights", "checkpoint"), "expected a .safetensors file"))
+        if any(memories):
+            problems.append(loc.problem(("weights", "checkpoint"), "memory models take hand-set keys and values, not a checkpoint"))
+    for key in sc.weights.set:
+        if not any(memories):
+            problems.append(loc.problem(("weights", "set", key), "hand-set values are for memory models"))
+        elif key not in ("keys", "values"):
+            problems.append(loc.problem(("weights", "set", key), f"unknown hand-set table {key!r} "
+                                        f"(expected keys or values){did_you_mean(key, ['keys', 'values'])}", key=True))
+    for j, p in enumerate(sc.panels):
+        path = ("panels", j)
+        if p.kind in ("figure",):
+            if sc.figure is None:
+                problems.append(loc.problem(path + ("kind",), "a figure panel needs a figure section"))
+            continue
+        if p.kind in ("captions", "lineage"):
+            continue
+        if not specs:
+            problems.append(loc.problem(path + ("kind",), f"a {p.kind} panel needs a model"))
+            continue
+        if p.model >= len(specs):
+            problems.append(loc.problem(path + ("model",), f"model {p.model} does not exist "
+                                        f"(the scenario has {len(specs)}: 0-{len(specs) - 1})"))
+            continue
+        cfg, spec = cfgs[p.model], specs[p.model]
+        if spec.memory is not None:
+            if p.kind not in ("state", "decay", "tokens", "recall"):
+                problems.append(loc.problem(path + ("kind",), f"a memory model has no {p.kind} panel "
+                                            "(state, decay, recall and tokens apply)"))
+            continue
+        if cfg is None:
+            continue
+        if p.kind == "recall":
+            problems.append(loc.problem(path + ("kind",), "the recall panel reads a memory model's hand-set keys"))
+            continue
+        if p.layer is not None and p.layer >= cfg.n_layers:
+            problems.append(loc.problem(path + ("layer",), f"layer {p.layer} is past the last layer "
+                                        f"({cfg.name} has {cfg.n_layers}: 0-{cfg.n_layers - 1})"))
+            continue
+        need = {"state": C.STATE_MIXERS, "decay": C.DECAY_MIXERS}.get(p.kind)
+        if need is not None:
+            if p.layer is not None and cfg.mixers[p.layer] not in need:
+                problems.append(loc.problem(path + ("layer",), f"layer {p.layer} is {cfg.mixers[p.layer]}, which has "
+                                            f"no {p.kind} to show (layers with one: "
+                                            f"{_layers_of(cfg, need) or 'none'})"))
+                continue
+            if not any(m in need for m in cfg.mixers):
+                problems.append(loc.problem(path + ("kind",), f"{cfg.name} has no layer with a {p.kind} "
+                                            f"({'/'.join(need)})"))
+                continue
+            sub = cfg.mixer_config(cfg.mixers[p.layer] if p.layer is not None else next(m for m in cfg.mixers if m in need))
+            if p.head >= sub.n_heads:
+                problems.append(loc.problem(path + ("head",), f"head {p.head} does not exist ({sub.n_heads} heads: "
+                                            f"0-{sub.n_heads - 1})"))
+        if p.kind == "routing" and "moe" not in cfg.ffns:
+            problems.append(loc.problem(path + ("kind",), f"{cfg.name} has no MoE layer to route"))
+        if p.kind == "depth" and cfg.attnres is None:
+            problems.append(loc.problem(path + ("kind",), f"{cfg.name} has no attention residuals"))
+    if sc.figure is not None:
+        names = [getattr(sc.figure, a) for a in ("big", "small") if hasattr(sc.figure, a)]
+        names += list(getattr(sc.figure, "presets", []))
+        for name in names:
+            if name not in PRESETS:
+                problems.append(loc.problem(("figure",), f"unknown preset {name!r}{did_you_mean(name, PRESETS)}"))
+    total = total_steps(sc)
+    for j, c in enumerate(sc.captions):
+        if total is not None and c.at >= total:
+            problems.append(loc.problem(("captions", j, "at"), f"step {c.at} is past the end (the scenario has "
+                                        f"{total} steps: 0-{total - 1})"))
+
+
+def _layers_of(cfg, kinds) -> str:
+    return ", ".join(str(i) for i, m in enumerate(cfg.mixers) if m in kinds)
+
+
+def input_length(sc: Scenario) -> int | None:
+    if sc.input is None:
+        return None
+    if sc.input.text is not None:
+        return len(sc.input.text.encode("utf-8"))
+    if sc.input.ids is not None:
+        return len(sc.input.ids)
+    seq = generate(sc.input.task)
+    return len(seq.events) if any(s.memory is not None for s in sc.model_specs) else len(seq.tokens)
+
+
+def total_steps(sc: Scenario) -> int | None:
+    """How many frames the scenario yields."""
+    if sc.figure is not None and not sc.model_specs:
+        n = figure_steps(sc.figure)
+        return min(sc.steps or n, n)
+    n = input_length(sc)
+    if n is None:
+        return sc.steps
+    avail = n - sc.decoding.prefill
+    if sc.decoding.mode == "teacher" or any(s.memory is not None for s in sc.model_specs):
+        return max(min(sc.steps or avail, avail), 0)
+    return sc.steps or max(avail, 1) + 32

@@ -1,0 +1,37 @@
+"""Located problems: one line each, `FILE:LINE:COL: field.path: message`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..escapes import visible
+
+Path_ = tuple  # a path into the data: ("panels", 0, "layer")
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    line: int          # 1-based
+    col: int           # 1-based
+    path: str          # dotted field path, "" for the whole file
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}: " if self.path else ""
+        # one line per problem, whatever the message quoted, and no control character reaches the terminal
+        return visible(f"{self.file}:{self.line}:{self.col}: {where}{self.message}", keep_newlines=False)
+
+
+class ScenarioError(Exception):
+    """One or more located problems; str() gives one line per problem."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+def dotted(path: Path_) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out

@@ -1,0 +1,227 @@
+"""The scenario format (version 1): typed models with strict field checks.
+
+A scenario names the model(s), their weights, the input, how to decode, how many steps, which
+panels to show and the teaching captions. Field types and ranges are checked here, by
+pydantic; checks across fields are in `checks.py`. No torch here (validation must be instant).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+MAX_STEPS = 100_000
+MAX_TEXT = 100_000
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ------------------------------------------------------------------------------- models
+
+class MemorySpec(Strict):
+    """A bare memory with hand-set keys and values, fed directly by a task (the toy figures)."""
+    rule: Literal["linear", "delta", "gated_delta", "kda"]
+    key_dim: int = Field(2, ge=1, le=256)
+    value_dim: int = Field(1, ge=1, le=256)
+    channel_decay: list[float] | None = None    # kda: a log decay per key channel applied every step (<= 0)
+    key_overlap: float = Field(0.0, ge=0.0, lt=1.0)   # generated keys share this cosine with each other
+
+
+class ModelSpec(Strict):
+    """Exactly one of: preset (optionally with overrides), config (inline), memory (toy)."""
+    name: str | None = None
+    preset: str | None = None
+    overrides: dict[str, Any] = {}
+    config: dict[str, Any] | None = None
+    memory: MemorySpec | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        given = [k for k in ("preset", "config", "memory") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of preset, config or memory (got {', '.join(given) or 'none'})")
+        if self.overrides and self.preset is None:
+            raise ValueError("overrides apply to a preset; write the whole config inline instead")
+        return self
+
+    @property
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        if self.memory is not None:
+            return f"{self.memory.rule} memory"
+        return self.preset or str((self.config or {}).get("name", "custom"))
+
+
+class WeightsSpec(Strict):
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+    checkpoint: str | None = None                # a .safetensors file, relative to the scenario
+    set: dict[str, Any] = {}                     # hand-set values: memory models take 'keys' and 'values'
+
+
+# -------------------------------------------------------------------------------- input
+
+class TwoFacts(Strict):
+    """Write two facts whose unit keys overlap by `overlap` (cosine), then read both back."""
+    kind: Literal["two_facts"]
+    overlap: float = Field(0.7, ge=-1.0, le=1.0)
+    beta: float = Field(1.0, ge=0.0, le=1.0)
+    values: tuple[float, float] = (1.0, 1.0)
+
+
+class MQAR(Strict):
+    """Multi-query associative recall: `pairs` key-value pairs, then the keys asked again in shuffled order."""
+    kind: Literal["mqar"]
+    pairs: int = Field(8, ge=1, le=4096)
+    vocab: int = Field(256, ge=4, le=65536)      # keys from the first half, values from the second
+    seed: int = Field(0, ge=0)
+    beta: float = Field(1.0, ge=0.0, le=1.0)
+
+
+class TopicShift(Strict):
+    """A run of associations, a separator that decays memory by `separator_gate`, then a new run."""
+    kind: Literal["topic_shift"]
+    pairs: int = Field(4, ge=1, le=1024)         # per topic
+    separator_gate: float = Field(-5.0, le=0.0)  # log decay applied by the separator token
+    vocab: int = Field(256, ge=4, le=65536)
+    seed: int = Field(0, ge=0)
+    beta: float = Field(1.0, ge=0.0, le=1.0)
+
+
+Task = Annotated[Union[TwoFacts, MQAR, TopicShift], Field(discriminator="kind")]
+
+
+class InputSpec(Strict):
+    text: str | None = Field(None, max_length=MAX_TEXT)
+    ids: list[Annotated[int, Field(ge=0)]] | None = Field(None, max_length=MAX_TEXT)
+    task: Task | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        given = [k for k in ("text", "ids", "task") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of text, ids or task (got {', '.join(given) or 'none'})")
+        if self.text == "" or self.ids == []:
+            raise ValueError("the input is empty")
+        return self
+
+
+class Decoding(Strict):
+    mode: Literal["teacher", "greedy", "sample"] = "teacher"
+    prefill: int = Field(0, ge=0, le=MAX_TEXT)   # tokens consumed at once (chunked) before the first frame
+    temperature: float = Field(1.0, gt=0.0, le=100.0)
+    top_k: int = Field(0, ge=0)                  # 0: the whole vocabulary
+    seed: int = Field(0, ge=0)
+
+
+# ------------------------------------------------------------------------------- panels
+
+PANEL_KINDS = ("state", "decay", "routing", "depth", "cache", "tokens", "captions", "lineage", "figure", "recall")
+
+
+class Panel(Strict):
+    kind: Literal["state", "decay", "routing", "depth", "cache", "tokens", "captions", "lineage", "figure", "recall"]
+    model: int = Field(0, ge=0)
+    layer: int | None = Field(None, ge=0)
+    head: int = Field(0, ge=0)
+    quantity: Literal["S", "dS", "error"] = "S"  # state panel: the state, the last write, or v - read-back
+    scale: Literal["auto", "diverging", "sequential"] = "auto"
+    context: int | None = Field(None, ge=1, le=1 << 24)   # cache panel: the context to project to
+    title: str | None = None
+
+
+class Caption(Strict):
+    at: int = Field(ge=0)
+    text: str = Field(min_length=1, max_length=2000)
+    until: int | None = Field(None, ge=0)
+
+
+# ------------------------------------------------------------------------------ figures
+
+class ParamRatioFigure(Strict):
+    kind: Literal["param_ratio"]
+    big: str = "k3"
+    small: str = "gpt2-small"
+    published_big: float = 2.8e12
+    published_small: float = 124e6
+
+
+class KVCacheFigure(Strict):
+    kind: Literal["kv_cache"]
+    layers: int = Field(93, ge=1, le=1000)
+    kv_heads: int = Field(8, ge=1, le=1024)
+    head_dim: int = Field(128, ge=1, le=4096)
+    dtype_bytes: int = Field(2, ge=1, le=8)
+    card_gb: float = Field(141.0, gt=0)
+    cards: int = Field(8, ge=1, le=1024)
+    weight_gb: float = Field(0.0, ge=0)
+    contexts: list[Annotated[int, Field(ge=1, le=1 << 30)]] = [8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576]
+
+
+class ChunkDialFigure(Strict):
+    kind: Literal["chunk_dial"]
+    length: int = Field(8192, ge=1, le=1 << 24)
+    dim: int = Field(128, ge=1, le=65536)
+    chunks: list[Annotated[int, Field(ge=1)]] = [1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+
+
+class ShapesFigure(Strict):
+    """Arithmetic over presets: layer map, MoE sparsity and memory table read the same shapes."""
+    kind: Literal["layer_map", "moe_sparsity", "memory_table"]
+    presets: list[str] = ["gpt2-small", "kimi-linear-48b", "k3"]
+    contexts: list[Annotated[int, Field(ge=1, le=1 << 30)]] = [1024, 4096, 16384, 65536, 262144, 1048576]
+
+
+Figure = Annotated[Union[ParamRatioFigure, KVCacheFigure, ChunkDialFigure, ShapesFigure], Field(discriminator="kind")]
+
+
+# ----------------------------------------------------------------------------- scenario
+
+class Scenario(Strict):
+    version: Literal[1]
+    title: str = Field(min_length=1, max_length=200)
+    description: str = ""
+    model: ModelSpec | None = None
+    models: list[ModelSpec] | None = Field(None, min_length=1, max_length=8)
+    weights: WeightsSpec = WeightsSpec()
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    dtype: Literal["float32", "float64", "bfloat16"] = "float32"
+    input: InputSpec | None = None
+    decoding: Decoding = Decoding()
+    steps: int | None = Field(None, ge=1, le=MAX_STEPS)
+    figure: Figure | None = None
+    panels: list[Panel] = Field([], max_length=16)
+    captions: list[Caption] = Field([], max_length=1000)
+
+    @model_validator(mode="after")
+    def _shape(self):
+        if self.model is not None and self.models is not None:
+            raise ValueError("give model or models, not both")
+        if self.figure is None and self.model is None and self.models is None:
+            raise ValueError("give a model (or models), or a figure")
+        if (self.model or self.models) and self.input is None:
+            raise ValueError("a model needs an input (text, ids or task)")
+        return self
+
+    @property
+    def model_specs(self) -> list[ModelSpec]:
+        return [self.model] if self.model is not None else list(self.models or [])
+
+    # set by load(): the file's path (checkpoints are relative to it) and its exact text (traces keep it)
+    _source: str | None = PrivateAttr(None)
+    _text: str | None = PrivateAttr(None)
+
+    @property
+    def source(self) -> str | None:
+        return self._source
+
+    @property
+    def text(self) -> str | None:
+        return self._text
+
+    @property
+    def base_dir(self) -> Path | None:
+        return Path(self._source).resolve().parent if self._source and Path(self._source).exists() else None

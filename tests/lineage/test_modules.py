@@ -1,0 +1,154 @@
+"""Every mechanism module: forward(x) over a sequence equals repeated step(x_t), final state included."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lineage.mechanisms.attention import KVCache, SoftmaxAttention
+from lineage.configs import (AttentionConfig, DeltaNetConfig, DenseFFNConfig, GatedDeltaNetConfig, KDAConfig,
+                             LinearAttentionConfig, MLAConfig, MoEConfig)
+from lineage.mechanisms.deltanet import DeltaNet
+from lineage.mechanisms.ffn import DenseFFN
+from lineage.mechanisms.gated_deltanet import GatedDeltaNet
+from lineage.mechanisms.kda import KDA
+from lineage.mechanisms.linear_attention import LinearAttention
+from lineage.mechanisms.mla import MLA
+from lineage.mechanisms.moe import MoE
+from lineage.mechanisms.short_conv import ShortConv
+
+D = 60
+TOL = 1e-10
+
+
+def rel(a, b):
+    return ((a - b).norm() / b.norm().clamp_min(1e-300)).item()
+
+
+MODULES = {
+    "softmax": lambda: SoftmaxAttention(AttentionConfig(d_model=D, n_heads=6)),
+    "softmax-gqa": lambda: SoftmaxAttention(AttentionConfig(d_model=D, n_heads=6, n_kv_heads=2, bias=False)),
+    "linear": lambda: LinearAttention(LinearAttentionConfig(d_model=D, n_heads=3, head_dim=20)),
+    "deltanet": lambda: DeltaNet(DeltaNetConfig(d_model=D, n_heads=3, head_dim=20, chunk_size=16)),
+    "deltanet-noconv": lambda: DeltaNet(DeltaNetConfig(d_model=D, n_heads=3, head_dim=20, conv_size=0)),
+    "gdn": lambda: GatedDeltaNet(GatedDeltaNetConfig(d_model=D, n_heads=3, head_dim=20, chunk_size=16)),
+    "kda-bounded": lambda: KDA(KDAConfig(d_model=D, n_heads=3, head_dim=20, gate_form="bounded")),
+    "kda-kimi": lambda: KDA(KDAConfig(d_model=D, n_heads=3, head_dim=20, gate_form="kimi", output_gate_rank=8,
+                                      chunk_size=None)),
+    "mla": lambda: MLA(MLAConfig(d_model=D, n_heads=3, kv_lora_rank=24, qk_nope_head_dim=12,
+                                 qk_rope_head_dim=6, v_head_dim=10)),
+    "mla-gated-qlora-rope": lambda: MLA(MLAConfig(d_model=D, n_heads=3, q_lora_rank=20, kv_lora_rank=24,
+                                                  qk_nope_head_dim=12, qk_rope_head_dim=6, v_head_dim=10,
+                                                  rope=True, output_gate=True)),
+    "dense-gelu": lambda: DenseFFN(DenseFFNConfig(d_model=D, d_ff=90, act="gelu", bias=True)),
+    "dense-situ": lambda: DenseFFN(DenseFFNConfig(d_model=D, d_ff=90, act="situ", linear_beta=25.0)),
+    "moe-latent": lambda: MoE(MoEConfig(d_model=D, n_experts=7, top_k=3, n_shared=2, expert_dim=18,
+                                        latent_dim=24, linear_beta=25.0, routed_scale=2.5)),
+    "moe-plain": lambda: MoE(MoEConfig(d_model=D, n_experts=5, top_k=2, n_shared=0, expert_dim=18, act="silu")),
+}
+
+
+def states_equal(a, b):
+    if a is None or b is None:
+        return a is None and b is None
+    for name in ("S", "z", "k", "v", "c", "k_pe", "conv"):
+        x, y = getattr(a, name, None), getattr(b, name, None)
+        if x is None and y is None:
+            continue
+        if rel(x, y) > TOL:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("name", list(MODULES))
+@pytest.mark.parametrize("T", [1, 7, 63])
+def test_forward_equals_steps(name, T):
+    torch.manual_seed(hash((name, T)) % 2**31)
+    mod = MODULES[name]().double()
+    x = torch.randn(2, T, D, dtype=torch.float64)
+    y_full, s_full = mod(x)
+    st, ys = None, []
+    for t in range(T):
+        obs = {}
+        y, st = mod.step(x[:, t], st, obs)
+        ys.append(y)
+        assert "kind" in obs
+    y_steps = torch.stack(ys, 1)
+    assert rel(y_full, y_steps) < TOL, name
+    assert states_equal(s_full, st), name
+
+
+@pytest.mark.parametrize("name", [n for n in MODULES if not n.startswith(("dense", "moe"))])
+def test_forward_continues_from_state(name):
+    """Two forward calls carrying the state equal one call over the whole sequence."""
+    torch.manual_seed(1)
+    mod = MODULES[name]().double()
+    x = torch.randn(2, 40, D, dtype=torch.float64)
+    y, s = mod(x)
+    y1, s1 = mod(x[:, :23])
+    y2, s2 = mod(x[:, 23:], s1)
+    assert rel(torch.cat([y1, y2], 1), y) < TOL and states_equal(s2, s)
+
+
+def test_softmax_attention_matches_sdpa():
+    torch.manual_seed(2)
+    for kv in (6, 3, 1):
+        mod = SoftmaxAttention(AttentionConfig(d_model=D, n_heads=6, n_kv_heads=kv)).double()
+        x = torch.randn(2, 63, D, dtype=torch.float64)
+        q, k, v = mod._qkv(x)
+        rep = 6 // kv
+        ref = F.scaled_dot_product_attention(q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1),
+                                             is_causal=True)
+        expect = mod.c_proj(ref.transpose(1, 2).reshape(2, 63, -1))
+        y, cache = mod(x)
+        assert rel(y, expect) < TOL
+        assert isinstance(cache, KVCache) and cache.length == 63
+        assert cache.nbytes == 2 * 2 * kv * 10 * 63 * 8        # K and V, B=2, kv heads x 10 dims, float64
+
+
+def test_delta_observations_explain_the_write():
+    """obs: S_new = decay * S_old + dS, and dS = k^T beta (v - read)."""
+    torch.manual_seed(3)
+    mod = MODULES["kda-bounded"]().double()
+    x = torch.randn(1, 5, D, dtype=torch.float64)
+    st = None
+    for t in range(5):
+        old = None if st is None else st.S
+        obs = {}
+        _, st = mod.step(x[:, t], st, obs)
+        decayed = 0 if old is None else old * obs["decay"][..., None]
+        assert rel(obs["S"], decayed + obs["dS"]) < TOL
+        u = obs["beta"][..., None] * (obs["v"] - obs["read"])
+        assert rel(obs["dS"], obs["k"][..., None] * u[:, :, None]) < TOL
+        assert obs["decay"].shape == (1, 3, 20) and (obs["decay"] >= torch.exp(torch.tensor(-5.0)) - 1e-12).all()
+
+
+def test_kda_gate_forms_respect_their_range():
+    torch.manual_seed(4)
+    x = torch.randn(2, 9, D, dtype=torch.float64) * 30      # large inputs push gates to their extremes
+    bounded = MODULES["kda-bounded"]().double()
+    g = bounded._decay(x)
+    assert g.shape == (2, 9, 3, 20) and (g <= 0).all() and (g >= -5).all()
+    kimi = MODULES["kda-kimi"]().double()
+    assert (kimi._decay(x) <= 0).all()
+    gdn = MODULES["gdn"]().double()
+    assert gdn._decay(x).shape == (2, 9, 3)
+
+
+def test_moe_routing_observations():
+    torch.manual_seed(5)
+    mod = MODULES["moe-latent"]().double()
+    obs = {}
+    mod.step(torch.randn(2, D, dtype=torch.float64), None, obs)
+    assert obs["experts"].shape == (2, 3) and obs["weights"].shape == (2, 3)
+    assert torch.allclose(obs["weights"].sum(-1), torch.full((2,), 2.5, dtype=torch.float64))
+    top = obs["scores"].topk(3, -1).indices
+    assert torch.equal(obs["experts"], top)
+    assert ((obs["shared_share"] > 0) & (obs["shared_share"] < 1)).all()
+
+
+def test_short_conv_matches_conv1d():
+    torch.manual_seed(6)
+    conv = ShortConv(12, 4).double()
+    x = torch.randn(2, 9, 12, dtype=torch.float64)
+    y, cache = conv(x)
+    ref = F.conv1d(F.pad(x.transpose(1, 2), (3, 0)), conv.weight, groups=12).transpose(1, 2)
+    assert rel(y, ref) < TOL and torch.equal(cache, x[:, -3:])
