@@ -12,10 +12,44 @@ the real modules' numel). `lineage.arithmetic` sums them over a model.
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from .arithmetic import kv_bytes_per_token, mla_bytes_per_token, recurrent_state_bytes
+
+
+class ConfigError(ValueError):
+    """A config value that cannot build a model; `field` is its place, e.g. ('attention', 'n_heads'),
+    so a scenario problem can point at the override that set it."""
+
+    def __init__(self, message: str, field: tuple = ()):
+        super().__init__(message)
+        self.field = field
+
+
+ZERO_OK = {"conv_size", "n_shared", "n_positions"}     # sizes where 0 means "none" (no conv, no shared expert)
+MAX_SIZE = 1 << 20      # any one size; the parameter limit is checked elsewhere, but a huge head count
+                        # with tiny heads holds few parameters and still allocates per head
+
+
+def check_numbers(cfg, section: tuple = ()) -> None:
+    """Every size of a config (a dataclass) at least 1 (0 where it means none) and every float
+    finite: what the model would otherwise fail on deep inside torch, or silently compute NaN with."""
+    for f in dataclasses.fields(cfg):
+        v, where = getattr(cfg, f.name), section + (f.name,)
+        label = ".".join(where)
+        if isinstance(v, bool) or v is None:
+            continue
+        if isinstance(v, int) and v < (0 if f.name in ZERO_OK else 1):
+            raise ConfigError(f"{label} must be {'>= 0' if f.name in ZERO_OK else '>= 1'}, got {v}", where)
+        if isinstance(v, int) and v > MAX_SIZE:
+            raise ConfigError(f"{label} is {v:,}; sizes are limited to {MAX_SIZE:,}", where)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(f"{label} must be a finite number, got {v}", where)
+        if dataclasses.is_dataclass(v):
+            check_numbers(v, where)
 
 
 class MechanismConfig:
@@ -263,7 +297,22 @@ class ModelConfig:
         return getattr(self, FFN_CONFIGS[kind][0])
 
     def check(self) -> "ModelConfig":
-        """Raise ValueError naming the first inconsistency; return self so calls chain."""
+        """Raise ValueError (ConfigError, with the field, for a value) naming the first
+        inconsistency; return self so calls chain. `lineage validate` runs this, so whatever a
+        model would refuse at build time is refused here, at the field."""
+        if not self.mixers:
+            raise ConfigError(f"{self.name}: a model needs at least one layer", ("mixers",))
+        try:
+            check_numbers(self)
+        except ConfigError as e:
+            raise ConfigError(f"{self.name}: {e}", e.field) from None
+        a = self.attention
+        if a is not None and a.dim < 1:
+            raise ConfigError(f"{self.name}: attention.n_heads {a.n_heads} leaves heads of d_model // n_heads = 0 "
+                              "channels (set attention.head_dim)", ("attention", "n_heads"))
+        if a is not None and a.n_kv_heads is not None and a.n_heads % a.n_kv_heads:
+            raise ConfigError(f"{self.name}: attention.n_heads {a.n_heads} must be a multiple of n_kv_heads "
+                              f"{a.n_kv_heads}", ("attention", "n_kv_heads"))
         if len(self.mixers) != len(self.ffns):
             raise ValueError(f"{self.name}: {len(self.mixers)} mixers but {len(self.ffns)} ffns")
         if self.norm not in ("rms", "layer"):
@@ -284,5 +333,5 @@ class ModelConfig:
             if sub is not None and sub.act not in ("gelu", "silu", "situ"):
                 raise ValueError(f"{self.name}: unknown activation {sub.act!r}")
         if self.moe is not None and not 1 <= self.moe.top_k <= self.moe.n_experts:
-            raise ValueError(f"{self.name}: moe.top_k must be in 1..n_experts")
+            raise ConfigError(f"{self.name}: moe.top_k must be in 1..n_experts", ("moe", "top_k"))
         return self

@@ -93,3 +93,19 @@ def test_ctrl_c_keeps_a_complete_trace(tmp_path, capsys, monkeypatch):
     assert main(["record", RECALL, "-o", str(out), "--steps", "10"]) == 130
     _one_line(capsys, "interrupted", "6 frames")
     assert len(TraceReader(out)) == 6          # closed with its footer: no --salvage needed
+
+
+def test_a_model_error_mid_record_is_one_line_and_frees_the_output(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "r.trace"
+    real = Session._make
+
+    def make(self, i):
+        if i == 3:
+            raise ZeroDivisionError("integer modulo by zero")
+        return real(self, i)
+    monkeypatch.setattr(Session, "_make", make)
+    assert main(["record", RECALL, "-o", str(out), "--steps", "10"]) == 2
+    _one_line(capsys, "step 4", "integer modulo by zero")
+    assert len(TraceReader(out)) == 3 and not (tmp_path / "r.trace.partial").exists()
+    monkeypatch.setattr(Session, "_make", real)
+    assert main(["record", RECALL, "-o", str(out), "--steps", "2", "--force"]) == 0     # not locked out

@@ -181,6 +181,11 @@ def _record(args) -> int:
         _close_quietly(cur)
         return _err(f"{out}: {e.strerror or e} after {writer.frames} frames; those are kept "
                     f"(lineage run {out} --salvage)")
+    except Exception as e:  # noqa: BLE001  the model failed at a step: one line, and no stale .partial left
+        _close_quietly(cur)
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return _err(f"{args.scenario}: step {writer.frames + 1}: {reason}; the {writer.frames} frames before it "
+                    f"are in {out}")
     try:
         cur.close()
     except OSError as e:

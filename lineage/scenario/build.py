@@ -55,19 +55,23 @@ def _sub_config_class(cls, key):
 
 
 def _type_problem(cur, val, fld) -> str | None:
+    """Why `val` cannot go in field `fld` (now `cur`), by the field's declared type, so a field
+    whose default is None (n_kv_heads, gate_rank) is checked as strictly as one with a value."""
     hint = str(fld.type)
-    if isinstance(val, bool) and "bool" not in hint:
-        return f"expected {hint}, got a boolean"
-    if isinstance(cur, bool) and not isinstance(val, bool):
+    kinds = {t.strip().split("[")[0] for t in hint.split("|")}
+    if val is None:
+        return None if "None" in kinds else f"expected {hint}, got null"
+    if isinstance(val, bool):
+        return None if "bool" in kinds else f"expected {hint}, got a boolean"
+    if "bool" in kinds:
         return f"expected true or false, got {val!r}"
-    if isinstance(cur, int) and not isinstance(cur, bool):
-        if not isinstance(val, int) and not (val is None and "None" in hint):
-            return f"expected an integer, got {val!r}"
-    if isinstance(cur, float) and not isinstance(val, (int, float)):
+    if "int" in kinds and "float" not in kinds and not isinstance(val, int):
+        return f"expected an integer, got {val!r}"
+    if "float" in kinds and not isinstance(val, (int, float)):
         return f"expected a number, got {val!r}"
-    if isinstance(cur, tuple) and not isinstance(val, list):
+    if "tuple" in kinds and not isinstance(val, list):
         return f"expected a list, got {val!r}"
-    if isinstance(cur, str) and not isinstance(val, str):
+    if "str" in kinds and not isinstance(val, str):
         return f"expected text, got {val!r}"
     return None
 
@@ -99,8 +103,10 @@ def build_config(spec: ModelSpec, path: tuple, loc: Located, problems: list) -> 
             return None
     try:
         cfg.check()
-    except ValueError as e:
-        problems.append(loc.problem(path, str(e)))
+    except ValueError as e:       # a ConfigError points at the override (or inline field) that set the value
+        field = getattr(e, "field", ())
+        where = path + (("overrides",) if spec.preset is not None else ("config",)) + field if field else path
+        problems.append(loc.problem(where, str(e)))
         return None
     if cfg.shape_only:
         problems.append(loc.problem(path + ("preset",), f"{cfg.name} is shape-only (arithmetic, never run); "

@@ -57,6 +57,10 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
                 problems.append(loc.problem(("input", "ids", j), f"token id {sc.input.ids[j]} is past the "
                                             f"vocabulary of {cfg.name} ({cfg.vocab_size})"))
     if sc.input is not None and sc.input.text is not None:
+        for i, cfg in enumerate(cfgs):     # text is read byte by byte: ids 0..255
+            if cfg is not None and cfg.vocab_size < 256:
+                problems.append(loc.problem(_model_path(sc, i), f"{cfg.name} has a vocabulary of {cfg.vocab_size}; "
+                                            "text input is read as bytes and needs at least 256"))
         n = len(sc.input.text.encode("utf-8"))
         if sc.decoding.prefill >= n and sc.decoding.mode == "teacher":
             problems.append(loc.problem(("decoding", "prefill"), f"prefill {sc.decoding.prefill} leaves no input "
@@ -65,9 +69,14 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
         ck = Path(sc.weights.checkpoint)
         if not ck.is_absolute() and base_dir is not None:
             ck = base_dir / ck
-        if not ck.is_file():
-            problems.append(loc.problem(("weights", "checkpoint"), f"no such file: {ck}"))
-        elif ck.suffix != ".safetensors":
+        try:
+            is_file = ck.is_file()
+        except OSError as e:          # a name longer than the file system takes, say
+            problems.append(loc.problem(("weights", "checkpoint"), f"cannot use this path: {e.strerror or e}"))
+            is_file = None
+        if is_file is False:
+            problems.append(loc.problem(("weights", "checkpoint"), f"no such file: {str(ck)[:200]}"))
+        elif is_file and ck.suffix != ".safetensors":
             problems.append(loc.problem(("weights", "checkpoint"), "expected a .safetensors file"))
         if any(memories):
             problems.append(loc.problem(("weights", "checkpoint"), "memory models take hand-set keys and values, not a checkpoint"))

@@ -12,11 +12,32 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 MAX_STEPS = 100_000
+
+
+def _admits(annotation, types: tuple) -> bool:
+    """Whether a field's type takes a value of one of `types` (Any takes all)."""
+    if annotation is Any or annotation in types:
+        return True
+    return any(_admits(a, types) for a in getattr(annotation, "__args__", ()))
 MAX_TEXT = 100_000
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # no inf or NaN anywhere: figures divide by these numbers and models would compute NaN
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _yes_is_not_one(cls, data):
+        """YAML reads yes/no/true/false as booleans, and pydantic's lax mode takes True for 1:
+        `steps: yes` or `version: true` must be refused, not run one step. A yes/no given to a
+        number field becomes the word, which that field then refuses at its own place. (Full
+        strict mode would also refuse `2.8e12`, which YAML 1.1 reads as text.)"""
+        if not isinstance(data, dict):
+            return data
+        fields = cls.model_fields
+        return {k: (str(v).lower() if isinstance(v, bool) and k in fields
+                    and not _admits(fields[k].annotation, (bool, str)) else v) for k, v in data.items()}
 
 
 # ------------------------------------------------------------------------------- models
@@ -145,8 +166,8 @@ class ParamRatioFigure(Strict):
     kind: Literal["param_ratio"]
     big: str = "k3"
     small: str = "gpt2-small"
-    published_big: float = 2.8e12
-    published_small: float = 124e6
+    published_big: float = Field(2.8e12, gt=0, le=1e16)      # parameter counts; a ratio divides by them
+    published_small: float = Field(124e6, gt=0, le=1e16)
 
 
 class KVCacheFigure(Strict):
@@ -155,9 +176,9 @@ class KVCacheFigure(Strict):
     kv_heads: int = Field(8, ge=1, le=1024)
     head_dim: int = Field(128, ge=1, le=4096)
     dtype_bytes: int = Field(2, ge=1, le=8)
-    card_gb: float = Field(141.0, gt=0)
+    card_gb: float = Field(141.0, gt=0, le=1e6)
     cards: int = Field(8, ge=1, le=1024)
-    weight_gb: float = Field(0.0, ge=0)
+    weight_gb: float = Field(0.0, ge=0, le=1e9)
     contexts: list[Annotated[int, Field(ge=1, le=1 << 30)]] = [8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576]
 
 

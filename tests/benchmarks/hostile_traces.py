@@ -25,7 +25,11 @@ CHILD = ("import sys, time; t = time.perf_counter(); from tui.cli import main; r
 
 
 def main() -> None:
-    code = Path(sys.argv[sys.argv.index("--code") + 1]) if "--code" in sys.argv else ROOT
+    import argparse
+    p = argparse.ArgumentParser(description="hostile traces refused: time and peak memory of `lineage validate` "
+                                "(python -m tests.benchmarks.hostile_traces)")
+    p.add_argument("--code", type=Path, default=ROOT, help="another checkout to run (the baseline)")
+    code = p.parse_args().code
     print(f"code: {code}")
     print(f"{platform.node()} {platform.machine()} {os.cpu_count()} cores, python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M')}")
