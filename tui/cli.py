@@ -220,7 +220,7 @@ def _close_quietly(cur) -> None:
 
 
 def _snapshot(args) -> int:
-    from tui.text_panels import PANELS, render
+    from tui.panels import PANELS, render
     cur, code = _open(args.source, salvage=args.salvage)
     if cur is None:
         return code

@@ -12,7 +12,9 @@ import numpy as np
 from rich.color import Color
 from rich.style import Style
 
-from .text_panels import NEG, POS     # without colour: the glyph ramps of the text panels
+# without colour: glyph ramps, |v| / max in five steps (the text panels use them too)
+POS = " .+*#@"        # positive
+NEG = " .-=%&"        # the same for negative values
 
 DIVERGING = ["#87d7ff", "#5fafff", "#0087ff", "#005fd7", "#0000af", "#00005f",   # strong .. weak negative
              "#262626",                                                          # zero

@@ -1,35 +1,46 @@
 """Headless snapshots: run the app off-screen, go to a step, export the screen.
 
 `lineage snapshot SCENARIO|TRACE --step N -o OUT.svg|.png|.txt` uses this for SVG and PNG
-(text comes from tui/text_panels.py directly). PNG goes through resvg (a Rust SVG renderer
-shipped as a wheel), so no system Cairo is needed.
+(text comes from the panels' text forms, tui/panels/, directly). PNG goes through resvg (a Rust
+SVG renderer shipped as a wheel), so no system Cairo is needed.
 """
 from __future__ import annotations
 
 import asyncio
 
+from textual.worker import WorkerCancelled
+
+
+async def settle(pilot) -> None:
+    """Until no worker of the app runs: the file it opens is open (or its error shown) and the
+    frame asked for is on screen. Each pause lets callbacks queued for after a refresh start
+    the workers they start (the first frame is asked for once the panels are mounted)."""
+    app = pilot.app
+    await pilot.pause()
+    while workers := list(app.workers):
+        for worker in workers:
+            try:
+                await worker.wait()
+            except WorkerCancelled:        # replaced by a newer request: that one is waited for
+                pass
+        await pilot.pause()
+
 
 async def _render(path: str, step: int, panel: str | None, size: tuple[int, int], salvage: bool,
                   cursor) -> str:
     from .app import LineageApp
-    from .widgets.panel import Panel
+    from .panels.base import Panel
     app = LineageApp(path, salvage=salvage, cursor=cursor)
     async with app.run_test(size=size) as pilot:
-        for _ in range(600):                           # up to 60 s for torch and the model to load
-            await pilot.pause(0.1)
-            if app.cursor is not None and app.frames_shown:
-                break
-            if len(app.screen_stack) > 1:              # an error dialog: the file did not open
-                raise RuntimeError(f"{path}: could not be opened")
-        if app.cursor is None:
-            raise RuntimeError(f"{path}: timed out opening")
+        try:
+            await asyncio.wait_for(settle(pilot), 60)      # up to 60 s for torch and the model to load
+        except asyncio.TimeoutError:
+            raise RuntimeError(f"{path}: timed out opening") from None
+        if len(app.screen_stack) > 1 or app.cursor is None:    # an error dialog: the file did not open
+            raise RuntimeError(f"{path}: could not be opened")
         target = max(0, min(step, app.cursor.total - 1))
-        shown = app.frames_shown
         app.request(target)
-        for _ in range(6000):
-            await pilot.pause(0.05)
-            if app.index == target and app.frames_shown > shown:
-                break
+        await settle(pilot)
         if panel is not None:
             chosen = [p for p in app.query(Panel) if p.kind == panel]
             if chosen:

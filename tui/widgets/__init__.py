@@ -1,1 +1,1 @@
-"""Widgets of the lineage app: one class per file."""
+"""Domain-free widgets of the lineage app: one class per file."""

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .panel import HeatmapPanel
-
 
 class Sweep:
     def __init__(self):
@@ -36,10 +34,3 @@ class Sweep:
     def column_of(self, i: int) -> int:
         return i % self.buf.shape[1]
 
-
-class SweepPanel(HeatmapPanel):
-    """A heatmap panel whose picture is a Sweep of recent steps."""
-
-    def __init__(self, options: dict, **kw):
-        super().__init__(options, **kw)
-        self._sweep = Sweep()       # here, not on mount: the app may ask for a frame first

@@ -1,14 +1,16 @@
 """One SVG snapshot per panel kind (pytest-textual-snapshot). Each panel is maximised at a
 fixed step of a bundled scenario; update with `pytest --snapshot-update` and look at the SVGs
-in tests/__snapshots__/ before accepting them."""
+in tests/tui/__snapshots__/ before accepting them."""
+import asyncio
 from pathlib import Path
 
 import pytest
 
 from tui.app import LineageApp
-from tui.widgets.panel import Panel
+from tui.panels.base import Panel
+from tui.snapshot import settle
 
-SC = Path(__file__).resolve().parent.parent / "scenarios"
+SC = Path(__file__).resolve().parents[2] / "scenarios"
 
 CASES = [
     ("tour", 12, "state"), ("tour", 12, "decay"), ("tour", 12, "routing"), ("tour", 12, "depth"),
@@ -18,11 +20,9 @@ CASES = [
 
 
 async def wait_for(pilot, ready, what: str, seconds: float = 60.0) -> None:
-    for _ in range(int(seconds / 0.05)):
-        await pilot.pause(0.05)
-        if ready():
-            return
-    raise AssertionError(f"timed out waiting for {what}")
+    """Until the app's workers are done; then `ready()` must hold."""
+    await asyncio.wait_for(settle(pilot), seconds)
+    assert ready(), f"not reached: {what}"
 
 
 def make_before(step: int, kind: str):

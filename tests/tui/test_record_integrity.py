@@ -11,7 +11,7 @@ from lineage.playback.session import Session
 from lineage.playback.trace import TraceReader, TraceWriter
 from tui.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RECALL = str(ROOT / "scenarios" / "recall.yaml")
 
 

@@ -3,12 +3,36 @@ constant recurrent state, measured from the running model and projected to long 
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
 
 from lineage.arithmetic import batch_per_card, measured_memory
 
-from ..text_panels import fmt_bytes as _fmt
-from .panel import Panel, rows_of
+from ..widgets.text_box import TextBox, rows_of
+from .base import Panel
+from .common import fmt_bytes
+
+
+def text_form(cur, i: int, p: dict, width: int) -> list[str]:
+    f, info = cur.frame(i), cur.info
+    lines = ["cache: memory per sequence, from the running model and projected"]
+    for m, model in enumerate(info["models"]):
+        if model["kind"] != "lm":
+            continue
+        b = measured_memory(f.model_meta(m)["layers"], model["config"])
+        cache_b, n_tok, state_b = b["latent"] + b["kv"], b["tokens"], b["state"]
+        per_tok = cache_b / n_tok if n_tok else 0.0
+        lines.append(f"  {model['name']}: {n_tok} tokens cached, cache {fmt_bytes(cache_b)} "
+                     f"({per_tok:,.0f} B/token), recurrent state {fmt_bytes(state_b)} (constant)")
+        ctx = p.get("context") or 1 << 20
+        if per_tok:
+            cross = state_b / per_tok
+            lines.append(f"  at {ctx:,} tokens: cache {fmt_bytes(per_tok * ctx)} vs state {fmt_bytes(state_b)}; "
+                         f"crossover at {cross:,.0f} tokens (state is larger before it, cache after)")
+        ladder = [n for n in (256, 4096, 65536, 1 << 20) if n <= max(ctx, 256)]
+        for n in ladder:
+            bar_c = int(min(40, 40 * per_tok * n / max(per_tok * ctx, state_b, 1)))
+            bar_s = int(min(40, 40 * state_b / max(per_tok * ctx, state_b, 1)))
+            lines.append(f"  {n:>9,} cache {'#' * bar_c:<40} state {'=' * bar_s}")
+    return lines
 
 
 def model_bytes(frame, info: dict, m: int) -> dict:
@@ -23,20 +47,18 @@ LEGEND_COLOURS = ["#ff8700", "#af87ff", "#87d700"]   # as the pro theme draws th
 
 class CachePanel(Panel):
     kind = "cache"
+    text_form = staticmethod(text_form)
     MIN_INTERVAL = 0.5          # a plot costs ~13 ms: during playback redraw at most twice a second
 
     def compose(self):
-        yield Static(id="plot")
-        yield Static(id="legend")
+        yield TextBox(id="plot")
+        yield TextBox(id="legend")
 
-    def show(self, cursor, i: int) -> None:
-        self._draw(cursor, i)
-
-    def _draw(self, cursor, i: int) -> None:
+    def draw(self, cursor, i: int) -> None:
         info, f = cursor.info, cursor.frame(i)
         m = self.options.get("model", 0)
         if info["models"][m]["kind"] != "lm":
-            self.put(self.query_one("#legend", Static), "cache: this is a toy memory (no cache)")
+            self.put(self.query_one("#legend", TextBox), "cache: this is a toy memory (no cache)")
             return
         b = model_bytes(f, info, m)
         ctx = int(self.options.get("context") or 1 << 20)
@@ -45,18 +67,18 @@ class CachePanel(Panel):
         width = max(30, (self.content_region.width or 80) - 2)
         height = 16 if width >= 60 else 11
         plot = self._plot(b, ctx, cross, width, height)
-        self.put(self.query_one("#plot", Static), plot)
+        self.put(self.query_one("#plot", TextBox), plot)
         weights = int(b["params"] * 2)
         batch = batch_per_card(ctx, int(per_tok), weights, state_bytes=b["state"]) if per_tok else None
         t = Text()
-        t.append(f"now {b['tokens']:,} tokens: cache {_fmt(b['latent'] + b['kv'])} ({per_tok:,.0f} B/token), "
-                 f"state {_fmt(b['state'])} (constant)")
+        t.append(f"now {b['tokens']:,} tokens: cache {fmt_bytes(b['latent'] + b['kv'])} ({per_tok:,.0f} B/token), "
+                 f"state {fmt_bytes(b['state'])} (constant)")
         if cross:
             t.append(f"\ncrossover at {cross:,.0f} tokens: state larger before, cache after")
-        t.append(f"\nat {ctx:,} tokens: cache {_fmt(per_tok * ctx)}, as plain MHA {_fmt(b['kv_equiv_per_tok'] * ctx)}")
+        t.append(f"\nat {ctx:,} tokens: cache {fmt_bytes(per_tok * ctx)}, as plain MHA {fmt_bytes(b['kv_equiv_per_tok'] * ctx)}")
         if batch is not None:
             t.append(f"; {batch:,} sequences per 141 GB card (fp32 cache)")
-        self.put(self.query_one("#legend", Static), t)
+        self.put(self.query_one("#legend", TextBox), t)
         # grid rows keep the height they first measured; say how tall the content now is
         height = len(plot.plain.split("\n")) + rows_of(t, width) + 2
         if self.styles.height is None or self.styles.height.value != height:
@@ -89,7 +111,7 @@ class CachePanel(Panel):
         lo = min([math.log10(r) for _, r in lines if r] + [math.log10(b["state"] or 1)])
         hi = max([math.log10(r) + top for _, r in lines if r] + [math.log10(b["state"] or 1)])
         yt = [y for y in range(int(lo), int(hi) + 2, max(1, (int(hi) - int(lo)) // 5))]
-        plt.yticks(yt, [_fmt(10 ** y) for y in yt])
+        plt.yticks(yt, [fmt_bytes(10 ** y) for y in yt])
         xt = list(range(0, int(top) + 1))
         plt.xticks(xt, [f"{10 ** x:,}" if x < 3 else f"{10 ** (x - 3):,}K" for x in xt])
         plt.xlabel("tokens (log); | = now and crossover")

@@ -16,7 +16,7 @@ import pytest
 from tui.serve import MAX_COLS, MAX_ROWS, clamp_size, is_loopback
 from tui.served import ROOT_ENV, refusal, shown_problems
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ODD = "t$(touch${IFS}PWNED) x.yaml"      # a shell would run the $(...) and split at the space
 
 

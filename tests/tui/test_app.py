@@ -7,21 +7,21 @@ import pytest
 
 from tui.app import LineageApp
 from tui.cli import main
+from tui.panels.base import Panel
+from tui.snapshot import settle as settled
 from tui.widgets.heatmap import Heatmap
-from tui.widgets.panel import Panel
 from tui.widgets.timeline import Timeline
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SC = ROOT / "scenarios"
 
 
 async def settle(pilot, app, index=None, timeout=60.0):
-    """Wait until a frame is shown (and, if given, it is frame `index`)."""
-    for _ in range(int(timeout / 0.05)):
-        await pilot.pause(0.05)
-        if app.cursor is not None and app.frames_shown and (index is None or app.index == index):
-            return
-    raise AssertionError(f"no frame (index {app.index}, wanted {index})")
+    """Wait until the app's workers are done; then a frame is shown (and, if given, it is
+    frame `index`)."""
+    await asyncio.wait_for(settled(pilot), timeout)
+    assert app.cursor is not None and app.frames_shown and (index is None or app.index == index), \
+        f"no frame (index {app.index}, wanted {index})"
 
 
 def counter(app) -> str:
@@ -66,10 +66,8 @@ def test_play_pause_and_max_speed():
             assert "max/s" in counter(app)
             shown = app.frames_shown
             await pilot.press("space")
-            for _ in range(100):
-                await pilot.pause(0.05)
-                if app.index >= 5:
-                    break
+            # the player wakes waiters at every frame shown: no polling
+            await asyncio.to_thread(app.player.wait, lambda: app.index >= 5, 5.0)
             await pilot.press("space")
             assert not app.playing and app.index >= 5 and app.frames_shown > shown
             stopped_at = app.index
@@ -109,10 +107,7 @@ def test_bad_scenario_shows_dialog_and_keeps_state(tmp_path):
             await settle(pilot, app, 0)
             before = app.cursor
             app.open(str(bad))
-            for _ in range(100):
-                await pilot.pause(0.05)
-                if len(app.screen_stack) > 1:
-                    break
+            await settled(pilot)
             screen = app.screen
             assert type(screen).__name__ == "ErrorScreen"
             assert any("bad.yaml:3:17" in line and "did you mean 'k3-mini'" in line for line in screen.lines)

@@ -1,0 +1,107 @@
+"""The K x V state of one layer and head: S, the last write (delta S) or the read-back error."""
+from __future__ import annotations
+
+import numpy as np
+
+from lineage.configs import STATE_MIXERS
+
+from ..widgets.heatmap import Heatmap, colour_bar
+from ..widgets.text_box import TextBox
+from .base import HeatmapPanel
+from .common import LEGEND, heat_rows, model_name, pick_layer
+
+QUANTITIES = ("S", "dS", "error")
+
+
+def state_quantity(f, m: int, layer: int, h: int, q: str) -> np.ndarray:
+    """One head's state matrix S (K, V), its last write delta S = k^T u (K, V; u = v for linear
+    attention, beta (v - read-back) for the delta rule), or the error v - read-back (V,), in
+    float64. Only the quantity asked for is computed."""
+    if q == "S":
+        return f.get(m, "S", layer)[h].astype(np.float64)
+    if q == "dS":
+        return f.last_write(m, layer, h)
+    v, read = (f.get(m, n, layer)[h].astype(np.float64) for n in ("v", "read"))
+    return v - read
+
+
+def text_form(cur, i: int, p: dict, width: int) -> list[str]:
+    f, info = cur.frame(i), cur.info
+    m = p.get("model", 0)
+    layer = pick_layer(info, m, p.get("layer"), STATE_MIXERS)
+    if layer is None:
+        return [f"state: {model_name(info, m)} has no recurrent state"]
+    h = p.get("head", 0)
+    S = f.get(m, "S", layer)
+    if S is None:
+        return [f"state: layer {layer} holds no state matrix"]
+    kind = f.layer_meta(m, layer)["mixer"]
+    q = p.get("quantity", "S")
+    M = state_quantity(f, m, layer, h, q)
+    title = {"S": "S, the state", "dS": "delta S, the last write", "error": "v - read-back, what the write corrects"}[q]
+    lines = [f"state: {model_name(info, m)} layer {layer} ({kind}) head {h}: {title}"]
+    if q == "error":
+        v = f.get(m, "v", layer)[h].astype(np.float64)
+        lines.append("  " + " ".join(f"{x:+.2f}" for x in M[:16]) + (" ..." if M.size > 16 else ""))
+        lines.append(f"  |v - read| = {np.linalg.norm(M):.4f}   |v| = {np.linalg.norm(v):.4f}")
+        return lines
+    lines.append(f"  {M.shape[0]} x {M.shape[1]}, max |value| {np.abs(M).max():.4f}, norm {np.linalg.norm(M):.4f}")
+    if M.size <= 64:
+        lines += ["  " + " ".join(f"{x:+.3f}" for x in row) for row in M]
+    else:
+        lines += ["  " + r for r in heat_rows(M, max_cols=width - 4)]
+        lines.append("  " + LEGEND)
+    return lines
+
+
+class StatePanel(HeatmapPanel):
+    kind = "state"
+    text_form = staticmethod(text_form)
+    LAYER_KINDS = STATE_MIXERS
+
+    def draw(self, cursor, i: int) -> None:
+        info, f = cursor.info, cursor.frame(i)
+        m = self.options.get("model", 0)
+        layer = self.current_layer(info)
+        if layer is None:
+            self.put(self.query_one("#legend", TextBox), "this model has no recurrent state")
+            return
+        H = f.get(m, "S", layer).shape[0]
+        h = self.options["head"] = min(self.options.get("head", 0), H - 1)
+        kind = f.layer_meta(m, layer)["mixer"]
+        q = self.options.get("quantity", "S")
+        data = state_quantity(f, m, layer, h, q)
+        if q == "error":
+            data = data[None, :]                                    # one row: (1, V)
+        hm = self.query_one(Heatmap)
+        hm.set_data(data, "diverging")
+        name = info["models"][m]["name"]
+        what = {"S": "S", "dS": "delta S (last write)", "error": "v - read-back"}[q]
+        self.set_title(f"state · {name} · L{layer} {kind} · head {h}/{H} · {what}")
+        if not self.border_subtitle:
+            self.border_subtitle = "[ ] layer  , . head  t quantity  hjkl cursor"
+        self._legend(hm)
+
+    def _legend(self, hm: Heatmap) -> None:
+        r, c = hm.cursor
+        val = hm.value_under_cursor
+        bar = colour_bar("diverging", hm.vmax, no_color=self.app.no_color)
+        if val is not None:
+            bar.append(f"   [{r},{c}] = {val:+.4f}   |norm| {np.linalg.norm(hm.data):.3f}")
+        self.put(self.query_one("#legend", TextBox), bar, pace=0.1)
+
+    def on_heatmap_cursor_moved(self, event: Heatmap.CursorMoved) -> None:
+        self._legend(event.heatmap)
+
+    def pick_head(self, delta: int) -> bool:
+        if self._shown is None:
+            return False
+        cursor, i = self._shown
+        S = cursor.frame(i).get(self.options.get("model", 0), "S", self.current_layer(cursor.info))
+        self.options["head"] = (self.options.get("head", 0) + delta) % S.shape[0]
+        return True
+
+    def cycle_quantity(self) -> bool:
+        q = self.options.get("quantity", "S")
+        self.options["quantity"] = QUANTITIES[(QUANTITIES.index(q) + 1) % len(QUANTITIES)]
+        return True

@@ -1,0 +1,133 @@
+"""Playback state: the open file (a Session or a Replay: the cursor), the step on screen,
+playing or paused, the speed, and the pace of repaints. No widgets and no Textual: the main
+screen turns keys into calls here, and runs what the player decides in its workers and timers.
+"""
+from __future__ import annotations
+
+import threading
+
+SPEEDS = ["1", "2", "5", "10", "20", "max"]
+
+
+class Player:
+    """The cursor over a Session or Replay and where playback stands on it.
+
+    At max speed a worker thread makes frames one after another; `wait` lets it block until
+    the screen has caught up (each shown frame notifies), instead of sleeping in a loop."""
+
+    AHEAD = 4          # at max speed the worker runs at most this many frames ahead of the screen
+
+    def __init__(self):
+        self.cursor = None
+        self.index = 0
+        self.playing = False
+        self.speed_i = 0
+        self.frames_shown = 0          # counted for the autoplay benchmark
+        self._moved = threading.Condition()
+
+    @property
+    def speed(self) -> str:
+        return SPEEDS[self.speed_i]
+
+    @property
+    def made(self) -> int:
+        """Frames made so far (a Replay has every frame)."""
+        return len(getattr(self.cursor, "frames", ())) or self.cursor.total
+
+    def clamp(self, i: int) -> int:
+        return max(0, min(i, self.cursor.total - 1))
+
+    def open(self, cursor) -> None:
+        """Show `cursor` from its first step; the one it replaces is closed."""
+        old = self.cursor
+        self.stop()
+        self.cursor, self.index = cursor, 0
+        if old is not None:
+            old.close()
+
+    def shown(self, cursor, i: int) -> bool:
+        """Frame i of `cursor` is about to be drawn; False for a frame of a file replaced meanwhile."""
+        if cursor is not self.cursor:
+            return False
+        with self._moved:
+            self.index = i
+            self.frames_shown += 1
+            self._moved.notify_all()
+        return True
+
+    def wait(self, ready, timeout: float | None = None) -> bool:
+        """Block (a worker thread, never the UI) until `ready()` holds; re-checked at every shown
+        frame and every stop. Returns ready() at the end."""
+        with self._moved:
+            return self._moved.wait_for(ready, timeout)
+
+    # -- play / pause -------------------------------------------------------------------
+    def play(self) -> bool:
+        if self.cursor is None:
+            return False
+        if self.index >= self.cursor.total - 1:
+            self.index = -1            # at the end: play again from the start
+        self.playing = True
+        return True
+
+    def stop(self) -> bool:
+        """Pause; True when it was playing. Wakes a max-speed worker waiting for the screen."""
+        with self._moved:
+            was, self.playing = self.playing, False
+            self._moved.notify_all()
+        return was
+
+    def change_speed(self, delta: int) -> None:
+        self.speed_i = max(0, min(len(SPEEDS) - 1, self.speed_i + delta))
+
+    def tick(self) -> int | None:
+        """The next step to show at a timed speed, or None at the end (time to stop)."""
+        if self.cursor is None or self.index >= self.cursor.total - 1:
+            return None
+        return self.index + 1
+
+    def run_max(self, cursor, post, cancelled) -> None:
+        """In a worker thread: as fast as the model allows, make each next frame and `post(i)`
+        it. The screen shows the newest frame at each repaint (posted frames replace each
+        other in its queue), so the UI never falls behind and every frame is still recorded;
+        staying at most AHEAD frames ahead keeps the UI thread from being starved of the GIL."""
+        i = self.index
+
+        def going() -> bool:
+            return self.playing and cursor is self.cursor and not cancelled()
+
+        while going() and i < cursor.total - 1:
+            i += 1
+            cursor.frame(i)
+            post(i)
+            # the timeout only bounds how late a cancelled worker notices (cancel notifies nobody)
+            while not self.wait(lambda: not going() or i - self.index <= self.AHEAD, timeout=0.5):
+                pass
+
+
+class Throttle:
+    """The one repaint pace: while playing, at most one draw per `interval` seconds. The newest
+    value offered meanwhile is held and handed out by `release` when the interval is up;
+    stepping by hand always draws at once (and drops what was held)."""
+
+    def __init__(self, interval: float = 0.0):
+        self.interval = interval
+        self.at = 0.0                  # when the last draw was let through (time.monotonic)
+        self.held = None               # (value,) waiting for the interval to end
+
+    def offer(self, value, now: float, playing: bool) -> float | None:
+        """None: draw `value` now. A number: it is held; a positive number asks the caller to
+        call `release` after that many seconds (0: a release is already due)."""
+        if self.interval and playing and now - self.at < self.interval:
+            first = self.held is None
+            self.held = (value,)
+            return self.interval if first else 0.0
+        self.at, self.held = now, None
+        return None
+
+    def release(self, now: float):
+        """The held value, as a 1-tuple, or None when nothing is held."""
+        held, self.held = self.held, None
+        if held is not None:
+            self.at = now
+        return held

@@ -1,0 +1,313 @@
+"""The main screen: the panels of one scenario or trace, stepped token by token.
+
+It owns the keys and the layout, asks thread workers for files and frames, and hands each
+finished frame to the panels; where playback stands is the Player's. Torch is imported inside
+the loading worker, so the screen appears before the model exists; the UI thread never
+touches a tensor.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual import work
+from textual.binding import Binding
+from textual.containers import Grid
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static
+from textual.worker import get_current_worker
+
+from .. import served
+from ..panels import default_panels, make_panel
+from ..panels.base import Panel
+from ..player import Player
+from ..widgets.timeline import Timeline
+from .ask import AskScreen
+from .error import ErrorScreen
+from .help import HelpScreen
+
+MIN_W, MIN_H = 60, 20
+
+
+@dataclass
+class FrameReady(Message):
+    """A frame the max-speed worker made. A newer one replaces an older one still queued."""
+    cursor: object
+    step: int
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, FrameReady)
+
+
+class MainScreen(Screen):
+    BINDINGS = [
+        Binding("space", "toggle_play", "play/pause"),
+        Binding("n,right", "step(1)", "next"),
+        Binding("p,left", "step(-1)", "prev"),
+        Binding("home", "first", "first", show=False),
+        Binding("end", "last", "last", show=False),
+        Binding("plus,equals_sign", "speed(1)", "faster", key_display="+"),
+        Binding("minus", "speed(-1)", "slower", key_display="-"),
+        Binding("s", "snapshot", "snapshot"),
+        Binding("m", "maximise", "maximise"),
+        Binding("g", "goto", "go to", show=False),
+        Binding("left_square_bracket", "pick('layer', -1)", "layer-", show=False),
+        Binding("right_square_bracket", "pick('layer', 1)", "layer+", show=False),
+        Binding("comma", "pick('head', -1)", "head-", show=False),
+        Binding("full_stop", "pick('head', 1)", "head+", show=False),
+        Binding("t", "pick('quantity', 1)", "S/dS/err", show=False),
+        Binding("question_mark,f1", "help", "help"),
+        Binding("q", "app.quit", "quit"),
+    ]
+
+    def __init__(self, player: Player, path: str, salvage: bool = False, cursor=None):
+        """`cursor`: the Session or Replay of `path`, already open (headless snapshots)."""
+        super().__init__()
+        self.player, self.path, self.salvage = player, path, salvage
+        self._given = cursor
+        self._play_timer = None
+
+    # -- layout -----------------------------------------------------------------------
+    def compose(self):
+        yield Header(show_clock=False, icon="≋")
+        yield Timeline(id="timeline")
+        yield Grid(id="panels")
+        yield Static("", id="loading")
+        yield Static("", id="toosmall")
+        yield Static("", id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#loading", Static).update(f"opening {self.path} ...")
+        self._fit_layout()
+        if self._given is not None:
+            self._opened(self._given, self.path)
+            self._given = None
+        else:
+            self.open(self.path)
+
+    def on_unmount(self) -> None:
+        self.stop()                    # frees a max-speed worker waiting for the screen
+
+    def on_resize(self, event) -> None:
+        self._fit_layout(event.size)
+
+    def _fit_layout(self, size=None) -> None:
+        """Columns by width; below the minimum a notice says what size is needed."""
+        w, h = size or self.app.size
+        small = w < MIN_W or h < MIN_H
+        notice = self.query_one("#toosmall", Static)
+        notice.display = small
+        notice.update(f"lineage needs at least {MIN_W} x {MIN_H}; this terminal is {w} x {h}. Enlarge it or press q.")
+        grid = self.query_one("#panels", Grid)
+        grid.display = not small
+        cols = 3 if w >= 150 else 2 if w >= 100 else 1
+        grid.styles.grid_size_columns = cols
+
+    def _show_status(self) -> None:
+        cursor = self.player.cursor
+        info = cursor.info if cursor else {}
+        depth = "none (NO_COLOR)" if self.app.no_color else (self.app.console.color_system or "none")
+        bits = [f"device {info.get('device', '?')}", f"backend {info.get('backend', 'reference')}",
+                f"colour {depth}"]
+        if cursor is not None and type(cursor).__name__ == "Replay":
+            bits.append("replaying a trace (no torch)")
+        bits += info.get("notes", [])
+        self.query_one("#status", Static).update(" · ".join(bits))
+
+    # -- opening ----------------------------------------------------------------------
+    def open(self, path: str):
+        """Open a scenario or trace in a worker (returned); on failure the screen keeps what it had.
+        Served to a browser, a path outside the served root is refused here, unread (no worker)."""
+        refused = served.refusal(str(path))
+        if refused is not None:
+            self._open_failed(str(path), [refused], quotes_file=False)
+            return None
+        return self._load_path(str(path))
+
+    @work(thread=True, exclusive=True, group="load")
+    def _load_path(self, path: str) -> None:
+        from lineage.playback.trace import TraceError
+        from lineage.scenario.problems import ScenarioError
+        try:
+            from lineage.playback.session import open_path
+            cursor = open_path(path, salvage=self.salvage)
+            if cursor.total < 1:
+                raise TraceError(f"{path}: nothing to show (0 steps)")
+        except ScenarioError as e:
+            self.app.call_from_thread(self._open_failed, path, [str(p) for p in e.problems])
+            return
+        except (TraceError, OSError) as e:
+            self.app.call_from_thread(self._open_failed, path, [str(e)])
+            return
+        except Exception as e:  # whatever else a file can provoke, the app keeps what it had
+            self.app.call_from_thread(self._open_failed, path, [f"{path}: {type(e).__name__}: {e}"])
+            return
+        self.app.call_from_thread(self._opened, cursor, path)
+
+    def _open_failed(self, path: str, lines: list[str], quotes_file: bool = True) -> None:
+        keeping = self.player.cursor.info["title"] if self.player.cursor else None
+        self.query_one("#loading", Static).display = False
+        shown = served.shown_problems(lines, path) if quotes_file else lines   # served: no file content
+        self.app.push_screen(ErrorScreen(f"Could not open {path}", shown, keeping))
+
+    def _opened(self, cursor, path: str) -> None:
+        self.stop()
+        self.player.open(cursor)
+        self.path = path
+        self.app.title = cursor.info["title"]
+        self.app.sub_title = Path(path).name
+        self.query_one("#loading", Static).display = False
+        grid = self.query_one("#panels", Grid)
+        grid.remove_children()
+        made = [make_panel(p) for p in default_panels(cursor.info)]
+        grid.mount_all(made)
+        # focus decided here, not by whichever widget mounted first: the pickers act on the
+        # focused panel, so start on the first one that has layers to pick. Without scrolling
+        # to it: a small terminal opens at the top of the layout, whenever the focus lands
+        first = next((p for p in made if p.pickable), made[0])
+        self.call_after_refresh(first.focus, False)
+        self._show_status()
+        self.call_after_refresh(self.request, 0)
+
+    # -- stepping ---------------------------------------------------------------------
+    def request(self, i: int):
+        """Show step i (clamped) once a worker has made it; returns that worker."""
+        if self.player.cursor is None:
+            return None
+        return self._compute_frame(self.player.cursor, self.player.clamp(i))
+
+    @work(thread=True, exclusive=True, group="step")
+    def _compute_frame(self, cursor, i: int) -> None:
+        cursor.frame(i)                        # the session serialises stepping itself
+        self.app.call_from_thread(self._show_frame, cursor, i)
+
+    def _show_frame(self, cursor, i: int) -> None:
+        if not self.player.shown(cursor, i):
+            return                             # a frame of a scenario that was replaced meanwhile
+        for panel in self.query(Panel):
+            panel.paced_show(cursor, i, self.player.playing)
+        self._update_timeline()
+
+    def _update_timeline(self) -> None:
+        p = self.player
+        self.query_one(Timeline).set(max(p.index, 0), p.cursor.total, p.made, p.playing, p.speed)
+
+    def action_step(self, delta: int) -> None:
+        self.stop()
+        self.request(self.player.index + delta)
+
+    def action_first(self) -> None:
+        self.stop()
+        self.request(0)
+
+    def action_last(self) -> None:
+        self.stop()
+        self.request(self.player.cursor.total - 1 if self.player.cursor else 0)
+
+    def on_timeline_jump(self, event: Timeline.Jump) -> None:
+        self.stop()
+        self.request(event.step)
+
+    def action_goto(self) -> None:
+        def done(value):
+            if value and value.isdigit():
+                self.stop()
+                self.request(int(value) - 1)
+        total = self.player.cursor.total if self.player.cursor else "?"
+        self.app.push_screen(AskScreen(f"Go to step (1 - {total})"), done)
+
+    # -- playback ---------------------------------------------------------------------
+    def action_toggle_play(self) -> None:
+        if self.player.playing:
+            self.stop()
+        elif self.player.play():
+            self._restart_play()
+
+    def _restart_play(self) -> None:
+        if self._play_timer is not None:
+            self._play_timer.stop()
+            self._play_timer = None
+        if not self.player.playing:
+            return
+        if self.player.speed == "max":
+            self._play_max(self.player.cursor)
+        else:
+            self._play_timer = self.set_interval(1 / float(self.player.speed), self._play_tick)
+
+    def _play_tick(self) -> None:
+        i = self.player.tick()
+        if i is None:
+            self.stop()
+        else:
+            self.request(i)
+
+    @work(thread=True, exclusive=True, group="step")
+    def _play_max(self, cursor) -> None:
+        worker = get_current_worker()
+        # post_message is thread-safe; the frame is handled in the screen's context
+        self.player.run_max(cursor, lambda i: self.post_message(FrameReady(cursor, i)), lambda: worker.is_cancelled)
+        if not worker.is_cancelled:
+            self.app.call_from_thread(self.stop)
+
+    def on_frame_ready(self, message: FrameReady) -> None:
+        if self.player.playing and message.step > self.player.index:
+            self._show_frame(message.cursor, message.step)
+
+    def stop(self) -> None:
+        was = self.player.stop()
+        if self._play_timer is not None:
+            self._play_timer.stop()
+            self._play_timer = None
+        for panel in self.query(Panel):
+            panel.playing = False
+        if was and self.player.cursor is not None:
+            self._update_timeline()
+
+    def action_speed(self, delta: int) -> None:
+        self.player.change_speed(delta)
+        self._restart_play()
+        if self.player.cursor is not None:
+            self._update_timeline()
+
+    # -- panels -----------------------------------------------------------------------
+    def focused_panel(self) -> Panel | None:
+        w = self.focused
+        while w is not None and not isinstance(w, Panel):
+            w = w.parent
+        if w is None:
+            return next((p for p in self.query(Panel) if p.pickable), None)
+        return w
+
+    def action_pick(self, what: str, delta: int) -> None:
+        panel = self.focused_panel()
+        if panel is None or self.player.cursor is None:
+            return
+        changed = {"layer": panel.pick_layer, "head": panel.pick_head,
+                   "quantity": lambda d: panel.cycle_quantity()}[what](delta)
+        if changed:
+            panel.show(self.player.cursor, self.player.index)
+
+    def action_maximise(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+            return
+        panel = self.focused_panel()
+        if panel is not None:
+            self.maximize(panel)
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen())
+
+    def action_snapshot(self) -> None:
+        cursor, i = self.player.cursor, self.player.index
+        if cursor is None:
+            return
+        stem = self.app.snapshot_dir / f"lineage-{Path(self.path).stem}-step{i + 1}"
+        svg = self.app.save_screenshot(str(stem) + ".svg")
+        panels = [self.maximized] if isinstance(self.maximized, Panel) else list(self.query(Panel))
+        text = f"{cursor.info['title']} - step {i + 1} / {cursor.total}\n\n"
+        text += "\n\n".join(p.text(cursor, i) for p in panels) + "\n"
+        Path(str(stem) + ".txt").write_text(text, encoding="utf-8")
+        self.notify(f"saved {svg} and {stem.name}.txt")
