@@ -290,6 +290,9 @@ _IS_COMPILING = torch.compiler.is_compiling if hasattr(torch.library, "triton_op
 _compiling = _IS_COMPILING or (lambda: False)
 
 
+_TRACEABLE = isinstance(_kda_step_kernel, triton.runtime.JITFunction)   # False under TRITON_INTERPRET=1
+
+
 def _register_op() -> None:
     """``torch.ops.lineage.kda_step``: the same launch written so torch.compile can trace it
     (torch.library.triton_op, torch >= 2.6). Inductor then keeps our kernel in the graph it
@@ -305,7 +308,10 @@ def _register_op() -> None:
         V = v.shape[2]
         BK, BV, warps = _step_config(B * H, K, V)
         o = torch.empty_like(v)
-        wrap_triton(_kda_step_kernel)[(B * H, triton.cdiv(V, BV))](
+        # the interpreter's function (TRITON_INTERPRET=1) is refused by torch 2.11's
+        # wrap_triton; later torch hands it back unwrapped, as here: nothing compiles there
+        kernel = wrap_triton(_kda_step_kernel) if _TRACEABLE else _kda_step_kernel
+        kernel[(B * H, triton.cdiv(V, BV))](
             q, k, v, g, beta, state, o, o if read is None else read, scale, K, V, BK, BV, gate,
             read is not None, num_warps=warps)
         return o

@@ -1,5 +1,10 @@
 """The Triton kernels against the lineage.ops references, on the CPU under TRITON_INTERPRET=1.
 
+The suite runs this module in a child pytest with TRITON_INTERPRET=1 set
+(tests/kernels/test_interpreter.py), so the rest of the suite keeps compiled Triton and its
+GPU tests; tests/conftest.py leaves it out of a run without that variable. On its own:
+``TRITON_INTERPRET=1 python -m pytest tests/kernels/interpreted``.
+
 Sizes are awkward on purpose (T = 63 and 130 leave a masked tail chunk, K = 32 / 64,
 V = 48 is no power of two), gates sit at their extremes (g = 0 and g = -5 for every token,
 -30 for the score implementations' overflow check, beta 0 and 1), and every comparison is in
@@ -7,9 +12,6 @@ fp32 against a float64 reference with a relative error bound of 1e-4: a wrong de
 token or a missing initial state fails.
 """
 import math
-import os
-
-os.environ["TRITON_INTERPRET"] = "1"     # before triton is imported anywhere
 
 import pytest
 import torch
