@@ -2,9 +2,10 @@
 
 Forward only: there is no backward (the app only ever runs inference).
 
-Same meaning as ``lineage.ops`` (which this package never imports): q, k (B, T, H, K),
-v (B, T, H, V), log decays g <= 0 ((B, T, H, K) for KDA, (B, T, H) for Gated DeltaNet, none
-for DeltaNet), beta (B, T, H), fp32 state S (B, H, K, V) read as ``k @ S``. One step is
+Same meaning as the readable references (the model package's ops.py, never imported
+here): q, k (B, T, H, K), v (B, T, H, V), log decays g <= 0 ((B, T, H, K) for KDA,
+(B, T, H) for Gated DeltaNet, none for DeltaNet), beta (B, T, H), fp32 state S (B, H, K, V)
+read as ``k @ S``. One step is
 
     S_t = Diag(e^{g_t}) S_{t-1};   S_t += k_t^T beta_t (v_t - k_t S_t);   o_t = scale q_t S_t.
 
@@ -478,17 +479,15 @@ def _pow2(n: int, lo: int = 16) -> int:
 def _state_config(K: int, half: bool) -> tuple[int, int, int]:
     """(BV, num_warps, num_stages) of the sequential kernel: S is (BK, BV) fp32 in registers;
     a stage of its pipeline holds one chunk's W and KG tiles (BT x BK each) and U (BT x BV).
-    Measured on the H200 at B=4, T=4096, H=16, K=V=128, bf16, whole op (one run, other stages
-    at their defaults): (64, 4, 3) 981, (64, 4, 4) 978, (64, 4, 2) 965, (32, 4, 2) 962,
-    (32, 4, 3) 1047, (32, 2, 3) 999, (64, 2, 3) 1359, (128, 8, 2) 1083 us; with the output
-    kernel at (64, 128, 4, 2), (64, 4, 3) gave 936 us against 960 us at (32, 4, 2)."""
+    The fastest measured on the H200 with the output kernel's tiles below (BENCHMARKS.md,
+    "Tile choices")."""
     BK = _pow2(K)
     if half and BK <= 128:
         return 64, 4, 3
     return 32, 4, (2 if BK * (2 if half else 4) <= 512 else 1)
 
 
-_CUMSUM = (64, 4)    # (columns a program, num_warps); measured in the launcher's comment
+_CUMSUM = (64, 4)    # (columns a program, num_warps); the fastest measured (BENCHMARKS.md, "Tile choices")
 
 
 def _cumsum(g, cfg=_CUMSUM):
@@ -581,29 +580,14 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
 
     # 16-bit inputs: W, U, P, the gated keys, u and the entering states are stored in the input
     # dtype and the state pass's matmuls take 16-bit operands (fp32 accumulation, fp32 state),
-    # as flash-linear-attention does. When the state pass was one kernel (H200, B=4, T=4096,
-    # bf16) that was 7% faster than fp32 storage, relative RMS error 2.9e-3 against 2.0e-3.
+    # as flash-linear-attention does: faster than fp32 storage at a small cost in accuracy.
     # On the GPU only: the CPU interpreter has no bf16 matmul.
     half = q.dtype != torch.float32
-    # Block score kernels at one warp each. Measured on the H200 at B=4, T=4096, H=16, K=V=128,
-    # bf16, whole op: 1435 - 1453 us, against 1890 us at 4 warps (a 16-row dot gives every
-    # warp the whole product, so extra warps only repeat it). The solve's
-    # row-by-row substitution reduces across its tile every row: one warp keeps that inside a
-    # warp (1227 us for the whole op, against 1411 us at 4 warps and 1852 us at 8).
-    # Per-channel diagonal blocks token by token: 1126 us for the whole op, against 1228 - 1238 us
-    # for the earlier diagonal kernel (16 x 16 blocks cut into 4-token sub-blocks). Storing each
-    # step's entries at once instead of gathering the row first: that stage 300 -> 258 us at 8
-    # heads and 4 warps, 257 us at (4, 2), the default; (16, 4) 279, (8, 2) 277 us.
-    # The split state pass (a sequential kernel carrying only S, then o for all chunks in
-    # parallel): 171 + 139 us against 404 us for one kernel doing both (which re-read W, q, k
-    # and fp32 G for every V block with no room to pipeline), whole op 1072 -> 989 us. Output
-    # kernel (BK, BV, warps, stages): (64, 128, 4, 2) 971, (64, 128, 8, 3) 956, (32, 128, 4, 2)
-    # 960, (128, 128, 4, 2) 964, (64, 64, 4, 2) 981 us. Cumsum (columns, warps): (64, 4) 954,
-    # (256, 4) 960, (128, 8) 964, (256, 8) 979, (128, 4) 993 us.
-    # X = (I + A)^-1 in bf16 for bf16 inputs (as flash-linear-attention keeps its inverse):
-    # 936 -> 906 us for the whole op; relative RMS error 2.9e-3 -> 3.3e-3 with random gates
-    # and 4.3e-3 -> 4.7e-3 at g = 0 (the worst case, still under 5e-3). fp16 inputs keep it
-    # in fp32: the inverse is not bounded by fp16's range.
+    # The default tiles and warps below are the fastest measured on the H200; the numbers,
+    # and why one warp suits the 16-row block dots and the solve's row-by-row substitution,
+    # are in BENCHMARKS.md ("Tile choices"). X = (I + A)^-1 is kept in bf16 for bf16 inputs
+    # (as flash-linear-attention keeps its inverse): faster, within the 5e-3 error bar. fp16
+    # inputs keep it in fp32: the inverse is not bounded by fp16's range.
     xdt = torch.bfloat16 if q.dtype == torch.bfloat16 and q.is_cuda else torch.float32
     opt = dict(cumsum=_CUMSUM, inter=q.dtype, x=xdt, split_inter=(32, 1), split_diag=(32, 1), diag_token=(4, 2),
                solve=1, apply=4, dot=q.dtype if q.is_cuda else torch.float32,
@@ -666,7 +650,7 @@ def _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, gate: int, 
     return o, S
 
 
-def kda(q, k, v, g, beta, *, scale=None, initial_state=None, chunk_size=64):
+def kda(q, k, v, g, beta, *, scale=None, initial_state=None, chunk_size=64, options=None):
     """Kimi Delta Attention, chunked forward (no backward).
 
     q, k (B, T, H, K); v (B, T, H, V); g (B, T, H, K) log decays <= 0, one per key channel;
@@ -674,8 +658,9 @@ def kda(q, k, v, g, beta, *, scale=None, initial_state=None, chunk_size=64):
     accumulation. Any T; K, V <= 256; chunk_size must be 64 (None is taken as 64: the same
     result as the token recurrence up to rounding). Returns o (B, T, H, V) in q's dtype and
     the final state S (B, H, K, V) in fp32.
+    ``options`` overrides the stages' tiles and precisions (for benchmarks; see _chunk_delta).
     """
-    return _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, GATE_CHANNEL, "kda")
+    return _chunk_delta(q, k, v, g, beta, scale, initial_state, chunk_size, GATE_CHANNEL, "kda", options)
 
 
 def gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, chunk_size=64):

@@ -373,7 +373,7 @@ def test_observed_step_on_kernels_matches_reference(preset, batch):
 
 def test_step_op_and_read_back():
     """kda_step's read= output is k S after the decay and before the write, and the custom op
-    that torch.compile traces (torch.ops.lineage.kda_step) gives exactly the launcher's answer."""
+    that torch.compile traces (torch.ops.kernels.kda_step) gives exactly the launcher's answer."""
     gen = torch.Generator().manual_seed(4)
     Bq, Hq, K = 2, 3, 32
     q = torch.randn(Bq, Hq, K, generator=gen)
@@ -384,7 +384,7 @@ def test_step_op_and_read_back():
     S0 = torch.randn(Bq, Hq, K, V, generator=gen)
     S1, S2, r = S0.clone(), S0.clone(), torch.empty(Bq, Hq, V)
     o1 = kernels.kda_step(q, k, v, g, beta, S1, read=r)
-    o2 = torch.ops.lineage.kda_step(q, k, v, g, beta, S2, None, K ** -0.5, 2)
+    o2 = torch.ops.kernels.kda_step(q, k, v, g, beta, S2, None, K ** -0.5, 2)
     assert torch.equal(o1, o2) and torch.equal(S1, S2)
     decayed = S0.double() * g.double().exp()[..., None]                        # (B, H, K, V)
     close(r, (k.double()[:, :, None] @ decayed).squeeze(2))
