@@ -6,7 +6,8 @@ references of the model package (its ``ops.py``), which this package never impor
 - ``situ_glu``: fused SiTU gated unit, one read of x and one write.
 
 This package imports only torch and triton, and triton only when a kernel is first used, so
-``import kernels; kernels.available()`` is safe everywhere.
+``import kernels; kernels.available()`` is safe everywhere and cheap. torch.compile's op for
+``kda_step`` is registered only when a compiled caller first needs it (see ``kernels.step``).
 """
 from __future__ import annotations
 

@@ -210,6 +210,7 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
             raise ValueError("kda_step: config= is for benchmarks; under torch.compile the op picks its tiles")
         _check_contiguous(q, k, v, g, beta, state, read)
         gate, scale0 = _plan(q, k, v, g, beta, state, read, None)[:2]
+        _op_ready()
         return torch.ops.kernels.kda_step(q, k, v, q if g is None else g, beta, state, read,
                                           scale0 if scale is None else float(scale), gate)
     plan = _check(q, k, v, g, beta, state, read, config)
@@ -228,14 +229,13 @@ _compiling = _IS_COMPILING or (lambda: False)
 
 
 _TRACEABLE = isinstance(_kda_step_kernel, triton.runtime.JITFunction)   # False under TRITON_INTERPRET=1
+_OP: list = []          # [True] once torch.ops.kernels.kda_step is registered
 
 
 def _register_op() -> None:
     """``torch.ops.kernels.kda_step``: the same launch written so torch.compile can trace it
     (torch.library.triton_op, torch >= 2.6). Inductor then keeps our kernel in the graph it
     builds, fused work around it, instead of stopping at an opaque Python launcher."""
-    if _IS_COMPILING is None:
-        return
     from torch.library import triton_op, wrap_triton
 
     @triton_op("kernels::kda_step", mutates_args={"state", "read"})
@@ -254,4 +254,26 @@ def _register_op() -> None:
         return o
 
 
-_register_op()
+def _op_ready() -> bool:
+    """Registers the op on first use. Registering imports torch's compiler stack (about a
+    second, more on a slow disk), which an eager caller never needs: the app's first frame
+    would wait for it. So it happens at the first call under torch.compile instead."""
+    if not _OP:
+        _register_op()
+        _OP.append(True)
+    return True
+
+
+# torch.compile calls _op_ready while it traces kda_step instead of tracing into it, so the
+# op exists before the graph names it. This is the mark torch.compiler.assume_constant_result
+# sets; the decorator itself would import torch._dynamo now, the cost deferred above.
+_op_ready._dynamo_marked_constant = True
+
+
+def kda_step_op():
+    """``torch.ops.kernels.kda_step`` (q, k, v, g, beta, state, read, scale, gate), the custom
+    op torch.compile traces kda_step into, registered on first use. g = q when gate is 0."""
+    if _IS_COMPILING is None:
+        raise RuntimeError("kda_step_op needs torch.library.triton_op (torch >= 2.6)")
+    _op_ready()
+    return torch.ops.kernels.kda_step

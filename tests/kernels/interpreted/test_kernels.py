@@ -21,6 +21,7 @@ pytest.importorskip("triton", reason="triton is not installed: the kernels canno
 
 import kernels                      # noqa: E402
 from kernels import chunk_delta as cd   # noqa: E402
+from kernels.step import kda_step_op   # noqa: E402
 from lineage import ops             # noqa: E402
 
 RTOL = 1e-4
@@ -384,7 +385,7 @@ def test_step_op_and_read_back():
     S0 = torch.randn(Bq, Hq, K, V, generator=gen)
     S1, S2, r = S0.clone(), S0.clone(), torch.empty(Bq, Hq, V)
     o1 = kernels.kda_step(q, k, v, g, beta, S1, read=r)
-    o2 = torch.ops.kernels.kda_step(q, k, v, g, beta, S2, None, K ** -0.5, 2)
+    o2 = kda_step_op()(q, k, v, g, beta, S2, None, K ** -0.5, 2)
     assert torch.equal(o1, o2) and torch.equal(S1, S2)
     decayed = S0.double() * g.double().exp()[..., None]                        # (B, H, K, V)
     close(r, (k.double()[:, :, None] @ decayed).squeeze(2))
