@@ -4,7 +4,7 @@ After a call signature's first launch, kda_step starts the compiled kernel direc
 arguments as plain ints); these tests check that this gives the bits of Triton's generic
 launch, agrees with the float64 recurrence, hands unaligned and wrongly laid out calls back to
 the checks and the generic launch, and works on a side stream, inside a CUDA graph and under
-torch.compile. The interpreter tests of the same kernel are in test_interpreted.py.
+torch.compile. The interpreter tests of the same kernel are in interpreted/test_kernels.py.
 """
 import os
 
