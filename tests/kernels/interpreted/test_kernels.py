@@ -21,6 +21,7 @@ pytest.importorskip("triton", reason="triton is not installed: the kernels canno
 
 import kernels                      # noqa: E402
 from kernels import chunk_delta as cd   # noqa: E402
+from kernels import chunk_scores   # noqa: E402
 from kernels.step import kda_step_op   # noqa: E402
 from lineage import ops             # noqa: E402
 
@@ -176,11 +177,11 @@ def test_scores_equal_their_definition(impl, gate):
     q, k, v, g, beta, S0 = make(T, K, per_channel=(gate == 2), seed=gate)
     G = torch.zeros(0)
     if gate:
-        G = cd._cumsum(g)
+        G = chunk_scores.cumsum(g)
     opt = {"split_inter": (32, 4), "split_diag": (32, 4), "diag_token": (4, 2), **SCORES[impl]}
     A = torch.full((B, T, H, 64), float("nan"))
     P = torch.full((B, T, H, 64), float("nan"))
-    cd._scores(q, k, G if gate else q, beta, A, P, 0.3, gate, "ieee", opt)
+    chunk_scores.scores(q, k, G if gate else q, beta, A, P, 0.3, gate, "ieee", opt)
     A_ref, P_ref = scores_reference(q, k, g, beta, 0.3, gate)
     for x, y in ((A, A_ref), (P, P_ref)):
         assert torch.isfinite(x).all()
@@ -203,10 +204,10 @@ def test_diagonal_scores_with_head_groups():
     gen = torch.Generator().manual_seed(11)
     q, k = torch.randn(Bq, T, Hq, K, generator=gen), F.normalize(torch.randn(Bq, T, Hq, K, generator=gen), dim=-1)
     g, beta = -5 * torch.rand(Bq, T, Hq, K, generator=gen), torch.rand(Bq, T, Hq, generator=gen)
-    G = cd._cumsum(g)
+    G = chunk_scores.cumsum(g)
     A = torch.full((Bq, T, Hq, 64), float("nan"))
     P = torch.full((Bq, T, Hq, 64), float("nan"))
-    cd._scores(q, k, G, beta, A, P, 0.3, 2, "ieee", {"split_inter": (32, 1), "diag_token": (2, 1)})
+    chunk_scores.scores(q, k, G, beta, A, P, 0.3, 2, "ieee", {"split_inter": (32, 1), "diag_token": (2, 1)})
     A_ref, P_ref = scores_reference(q, k, g, beta, 0.3, 2)
     close(A, A_ref, rtol=1e-5)
     close(P, P_ref, rtol=1e-5)
@@ -234,7 +235,7 @@ def test_cumsum_in_column_blocks(shape, cfg):
     """Stage 1 alone: the in-chunk cumsum in base-2 units, with the head x channel columns cut
     into blocks that do not divide them (96 = 64 + 32, 5 heads = 4 + 1) and a masked tail chunk."""
     g = -5 * torch.rand(shape, generator=torch.Generator().manual_seed(4))
-    G = cd._cumsum(g, cfg)
+    G = chunk_scores.cumsum(g, cfg)
     ref = torch.cat([g[:, t0:t0 + 64].double().cumsum(1) for t0 in range(0, g.shape[1], 64)], 1) / math.log(2)
     close(G, ref, rtol=1e-6)
 
