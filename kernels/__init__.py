@@ -1,12 +1,13 @@
-"""Triton kernels for the lineage: forward only (no backward), same meaning as ``lineage.ops``.
+"""Triton kernels: forward only (no backward), the same meaning as the readable PyTorch
+references of the model package (its ``ops.py``), which this package never imports.
 
 - ``kda``, ``gated_delta_rule``, ``delta_rule``: chunked forward (chunk 64), any T, K, V <= 256.
-- ``kda_step``: one decoding token, state updated in place, one kernel launch (on CUDA through
-  the C++ host path of ``step_launch.cpp`` once it is built; see ``kernels.native``).
+- ``kda_step``: one decoding token, state updated in place, one kernel launch.
 - ``situ_glu``: fused SiTU gated unit, one read of x and one write.
 
 This package imports only torch and triton, and triton only when a kernel is first used, so
-``import kernels; kernels.available()`` is safe everywhere.
+``import kernels; kernels.available()`` is safe everywhere and cheap. torch.compile's op for
+``kda_step`` is registered only when a compiled caller first needs it (see ``kernels.step``).
 """
 from __future__ import annotations
 

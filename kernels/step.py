@@ -10,9 +10,8 @@ Forward only: there is no backward.
 
 The state is fp32 (B, H, K, V) and is read and written exactly once: at large batch the
 kernel is a copy of the state, so its speed is the device's copy bandwidth. At batch 1 it is
-launch bound, so the launcher does only cheap checks and allocates nothing but o; once a call
-signature has a plan, its calls go to the C++ host path of ``step_launch.cpp`` (see
-``kernels.native``), which does the same checks, allocation and launch in one call.
+launch bound, so the launcher checks a call signature once, allocates nothing but o, and
+launches the compiled kernel directly once it has one.
 """
 from __future__ import annotations
 
@@ -39,9 +38,8 @@ def _kda_step_kernel(q, k, v, g, beta, S, o, r, scale,
     m_k, m_v = o_k < K, o_v < V
     p_S = S + (i_bh * K + o_k[:, None]) * V + o_v[None, :]                       # (BK, BV)
     m_S = m_k[:, None] & m_v[None, :]
-    # evict_first on the state (read once, written once): measured on the H200 at B = 256,
-    # 3.76 TB/s against 3.37 TB/s without the hint (3.8 TB/s only once some other kernel in the
-    # process had used an L2 eviction hint, which is how fla's step made ours faster before)
+    # evict_first on the state (read once, written once): at large batch the kernel is a copy
+    # of the state, and the hint is what brings it to the copy ceiling (BENCHMARKS.md)
     b_S = tl.load(p_S, mask=m_S, other=0., eviction_policy="evict_first")          # (BK, BV) fp32
     b_q = tl.load(q + i_bh * K + o_k, mask=m_k, other=0.).to(tl.float32) * scale   # (BK,)
     b_k = tl.load(k + i_bh * K + o_k, mask=m_k, other=0.).to(tl.float32)           # (BK,)
@@ -61,8 +59,8 @@ def _kda_step_kernel(q, k, v, g, beta, S, o, r, scale,
 
 
 def _step_config(BH: int, K: int, V: int) -> tuple[int, int, int]:
-    """(BK, BV, num_warps). Measured on the H200 (K = V = 128): batch 1 wants many small
-    programs (BV = 16: 2.3 us of GPU time), batch 256 wide tiles (BV = 64: 3.9 TB/s)."""
+    """(BK, BV, num_warps). Batch 1 wants many small programs (BV = 16), a large batch wide
+    tiles (BV = 64): the fastest measured on the H200 at K = V = 128 (BENCHMARKS.md)."""
     BK = max(16, triton.next_power_of_2(K))
     BV = min(16 if BH < 512 else 64, max(16, triton.next_power_of_2(V)))
     return BK, BV, (4 if BK * BV <= 8192 else 8)
@@ -80,23 +78,9 @@ def _step_config(BH: int, K: int, V: int) -> tuple[int, int, int]:
 #   The plan holds everything Triton specializes on here: device, dtypes, sizes, tiles, and
 #   16-byte alignment of the pointers (the direct launch is used only when all are aligned;
 #   torch's allocations always are). Launch hooks (profilers) are bypassed on this path.
-# - Once a plan has its compiled kernel, it is also handed to the C++ host path
-#   (step_launch.cpp, built by kernels.native), and from then on calls of that signature go
-#   there first: the same checks, the allocation of o and cuLaunchKernel in one pybind call,
-#   measured on the H200 in BENCHMARKS.md. It answers None for any call it has no plan for, or
-#   whose tensors differ from the plan's (devices, contiguity, alignment), and the Python path
-#   below then runs as before, raising the error that names the problem.
-_PLANS: dict = {}       # signature -> [gate, scale, gx, gy, K, V, BK, BV, warps, READ, direct, native]
+_PLANS: dict = {}       # signature -> [gate, scale, gx, gy, K, V, BK, BV, warps, READ, direct]
 _STREAM: list = []      # [the current-stream getter] while the direct launch is in use
 _DIRECT = 10            # plan[_DIRECT]: (launch, head, compiled); None: not yet; False: never
-_NATIVE = 11            # plan[_NATIVE]: True: registered with the C++ path; None: not yet; str: why never
-_native_step = None     # the C++ path's step(), set once it holds a plan
-_NATIVE_KEEP: list = []  # the CompiledKernels whose CUfunctions the C++ path holds
-# Triton versions whose kernel parameters (the non-constexpr arguments, then two scratch
-# pointers) the C++ path was run against on the H200; step_launch.cpp also checks each
-# compiled kernel's parameter sizes with the driver before it takes a plan
-_NATIVE_TRITON_VERSIONS = ("3.6.",)
-
 
 # Triton versions whose C launch entry point takes the arguments in the order used below
 # (checked on the H200 with triton 3.6.0); any other version goes through the Python wrapper.
@@ -152,51 +136,63 @@ def _plan(q, k, v, g, beta, state, read, config) -> list:
         # one program holds all K rows of its block of S: BK must cover K
         raise ValueError(f"kda_step: config (BK, BV, warps) needs powers of two with BK >= K = {K}; got {config}")
     BK, BV, warps = config
-    return [gate, K ** -0.5, B * H, (V + BV - 1) // BV, K, V, BK, BV, warps, read is not None, None, None]
+    return [gate, K ** -0.5, B * H, (V + BV - 1) // BV, K, V, BK, BV, warps, read is not None, None]
 
 
-def _register_native(plan, compiled, q, k, v, g, beta, read) -> None:
-    """Hands a plan's compiled kernel to the C++ host path (kernels.native). plan[_NATIVE] ends
-    True (registered) or a string (why not); it stays None while the build runs, so a later
-    call of the plan tries again."""
-    global _native_step
-    from . import native
-    try:                    # runs after this call's launch: nothing here may fail the call
-        m = native.module()
-        if m is None:
-            status = native.status()
-            if status == "off" or status.startswith("failed"):
-                plan[_NATIVE] = status
-            return
-        run, meta = compiled.run, compiled.metadata
-        if not triton.__version__.startswith(_NATIVE_TRITON_VERSIONS):
-            plan[_NATIVE] = f"triton {triton.__version__}: the C++ path is checked on {_NATIVE_TRITON_VERSIONS} only"
-            return
-        if (getattr(run, "global_scratch_size", 0) or getattr(run, "profile_scratch_size", 0)
-                or getattr(run, "launch_pdl", False) or getattr(run, "launch_cooperative_grid", False)
-                or getattr(meta, "num_ctas", 1) != 1):
-            plan[_NATIVE] = "the compiled kernel needs launch options the C++ path does not pass"
-            return
-        gate, scale0, gx, gy = plan[:4]
-        why = m.add_plan(q, k, v, g, beta, read, compiled.function, gx, gy, 32 * meta.num_warps, meta.shared,
-                         scale0)
-    except Exception as e:  # noqa: BLE001 - e.g. a bad LINEAGE_NATIVE set after the first plan
-        plan[_NATIVE] = f"{type(e).__name__}: {e}"
+def _check_contiguous(q, k, v, g, beta, state, read) -> None:
+    if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous() and beta.is_contiguous()
+            and state.is_contiguous() and (g is None or g.is_contiguous())
+            and (read is None or read.is_contiguous())):
+        raise ValueError("kda_step: q, k, v, g, beta, state and read must be contiguous")
+
+
+def _check(q, k, v, g, beta, state, read, config) -> list:
+    """The plan of this call's signature (made and cached on its first call); raises
+    ValueError for tensors that are not contiguous or not on one device."""
+    _check_contiguous(q, k, v, g, beta, state, read)
+    dev = q.get_device() if q.is_cuda else -1              # -1: Triton's CPU interpreter
+    if config is not None:
+        config = tuple(config)                             # part of the signature: hashable
+    sig = (q.shape, k.shape, v.shape, beta.shape, state.shape, q.dtype, k.dtype, v.dtype, beta.dtype,
+           state.dtype, None if g is None else (g.shape, g.dtype),
+           None if read is None else (read.shape, read.dtype), config, dev)
+    plan = _PLANS.get(sig)
+    if plan is None:
+        plan = _PLANS[sig] = _plan(q, k, v, g, beta, state, read, config)
+    if (k.get_device() != dev or v.get_device() != dev or beta.get_device() != dev or state.get_device() != dev
+            or (g is not None and g.get_device() != dev) or (read is not None and read.get_device() != dev)):
+        raise ValueError("kda_step: q, k, v, g, beta, state and read must be on one device")
+    return plan
+
+
+def _launch(plan, q, k, v, g, beta, state, o, r, scale) -> None:
+    """Starts the kernel for a checked call: directly once the plan has its compiled kernel
+    and every pointer is 16-byte aligned, else through Triton's generic launch (which
+    compiles on first use, and is the only path under the CPU interpreter)."""
+    gate, _, gx, gy, K, V, BK, BV, warps, READ, direct = plan
+    if not q.is_cuda:
+        _kda_step_kernel[(gx, gy)](q, k, v, g, beta, state, o, r, scale, K, V, BK, BV, gate, READ, num_warps=warps)
         return
-    plan[_NATIVE] = why or True
-    if not why:
-        _NATIVE_KEEP.append(compiled)       # the C++ plan holds its CUfunction: keep the module loaded
-        _native_step = m.step
-
-
-def _reset() -> None:
-    """Forget every plan, here and in the C++ path (benchmarks switching launch paths)."""
-    global _native_step
-    _PLANS.clear()
-    _native_step = None
-    _NATIVE_KEEP.clear()
-    from . import native
-    native.clear_plans()
+    ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr(), beta.data_ptr(), state.data_ptr(),
+            o.data_ptr(), r.data_ptr())
+    aligned = not (ptrs[0] | ptrs[1] | ptrs[2] | ptrs[3] | ptrs[4] | ptrs[5] | ptrs[6] | ptrs[7]) & 15
+    if direct and aligned:
+        launch, head, _ = direct
+        try:
+            launch(gx, gy, 1, _STREAM[0](q.get_device()), *head, *ptrs, scale, K, V, BK, BV, gate, READ)
+            return
+        except (TypeError, SystemError, ValueError):   # arguments rejected before any launch
+            direct = plan[_DIRECT] = False
+    compiled = _kda_step_kernel[(gx, gy)](q, k, v, g, beta, state, o, r, scale, K, V, BK, BV, gate, READ,
+                                          num_warps=warps)
+    # cache only a launch made on the tensors' own device: Triton loaded `compiled` there
+    if aligned and direct is None and q.get_device() == torch.cuda.current_device():
+        try:
+            if not _STREAM:
+                _STREAM.append(triton.runtime.driver.active.get_current_stream)
+            plan[_DIRECT] = _direct_launcher(compiled)
+        except Exception:  # noqa: BLE001 - Triton's internals moved: keep the generic launch
+            plan[_DIRECT] = False
 
 
 def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
@@ -207,80 +203,22 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
     ``read``: an optional contiguous (B, H, V) tensor that receives k S after the decay and
     before the write (the recall the delta rule corrects), in the same launch.
     ``config`` = (BK, BV, num_warps) overrides the tile choice (for benchmarks).
-    Under torch.compile the call goes through the custom op ``torch.ops.lineage.kda_step``,
+    Under torch.compile the call goes through the custom op ``torch.ops.kernels.kda_step``,
     so the compiler keeps this kernel inside the graph it builds."""
-    # _compiling() first: under torch.compile the rest is never read, so dynamo puts no guard
-    # on _native_step (a plan registered later would otherwise recompile the caller)
-    if not _compiling() and _native_step is not None and config is None:
-        try:
-            o = _native_step(q, k, v, g, beta, state, read, scale)
-        except TypeError:                                  # e.g. a scale pybind cannot take as a float
-            o = None
-        if o is not None:
-            return o
-    if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous() and beta.is_contiguous()
-            and state.is_contiguous() and (g is None or g.is_contiguous())
-            and (read is None or read.is_contiguous())):
-        raise ValueError("kda_step: q, k, v, g, beta, state and read must be contiguous")
     if _compiling():
         if config is not None:
             raise ValueError("kda_step: config= is for benchmarks; under torch.compile the op picks its tiles")
+        _check_contiguous(q, k, v, g, beta, state, read)
         gate, scale0 = _plan(q, k, v, g, beta, state, read, None)[:2]
-        return torch.ops.lineage.kda_step(q, k, v, q if g is None else g, beta, state, read,
+        _op_ready()
+        return torch.ops.kernels.kda_step(q, k, v, q if g is None else g, beta, state, read,
                                           scale0 if scale is None else float(scale), gate)
-    dev = q.get_device() if q.is_cuda else -1              # -1: Triton's CPU interpreter
-    if config is not None:
-        config = tuple(config)                             # part of the signature: hashable
-    sig = (q.shape, k.shape, v.shape, beta.shape, state.shape, q.dtype, k.dtype, v.dtype, beta.dtype,
-           state.dtype, None if g is None else (g.shape, g.dtype),
-           None if read is None else (read.shape, read.dtype), config, dev)
-    plan = _PLANS.get(sig)
-    if plan is None:
-        plan = _plan(q, k, v, g, beta, state, read, config)
-        if config is not None:      # the C++ path keys plans without tiles: it takes the default ones only
-            plan[_NATIVE] = "config= keeps the Python launcher"
-        elif dev >= 0:
-            from . import native
-            native.start()      # before any launch: LINEAGE_NATIVE=1 builds now or raises; auto: in the background
-        _PLANS[sig] = plan
-    if (k.get_device() != dev or v.get_device() != dev or beta.get_device() != dev or state.get_device() != dev
-            or (g is not None and g.get_device() != dev) or (read is not None and read.get_device() != dev)):
-        raise ValueError("kda_step: q, k, v, g, beta, state and read must be on one device")
-    gate, scale0, gx, gy, K, V, BK, BV, warps, READ, direct = plan[:_NATIVE]
-    scale = scale0 if scale is None else float(scale)
+    plan = _check(q, k, v, g, beta, state, read, config)
     o = torch.empty_like(v)
-    g_in = g
-    if g is None:
-        g = q                                              # never read (GATE = 0)
-    r = o if read is None else read                        # never written when READ is False
-    if dev < 0:
-        _kda_step_kernel[(gx, gy)](q, k, v, g, beta, state, o, r, scale, K, V, BK, BV, gate, READ, num_warps=warps)
-        return o
-    ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr(), beta.data_ptr(), state.data_ptr(),
-            o.data_ptr(), r.data_ptr())
-    aligned = not (ptrs[0] | ptrs[1] | ptrs[2] | ptrs[3] | ptrs[4] | ptrs[5] | ptrs[6] | ptrs[7]) & 15
-    if direct and aligned:
-        launch, head, compiled = direct
-        try:
-            launch(gx, gy, 1, _STREAM[0](dev), *head, *ptrs, scale, K, V, BK, BV, gate, READ)
-        except (TypeError, SystemError, ValueError):   # arguments rejected before any launch
-            direct = plan[_DIRECT] = False
-        else:
-            if plan[_NATIVE] is None:
-                _register_native(plan, compiled, q, k, v, g_in, beta, read)
-            return o
-    compiled = _kda_step_kernel[(gx, gy)](q, k, v, g, beta, state, o, r, scale, K, V, BK, BV, gate, READ,
-                                          num_warps=warps)
-    # cache only a launch made on the tensors' own device: Triton loaded `compiled` there
-    if aligned and direct is None and dev == torch.cuda.current_device():
-        try:
-            if not _STREAM:
-                _STREAM.append(triton.runtime.driver.active.get_current_stream)
-            plan[_DIRECT] = _direct_launcher(compiled)
-        except Exception:  # noqa: BLE001 - Triton's internals moved: keep the generic launch
-            plan[_DIRECT] = False
-        if plan[_DIRECT] and plan[_NATIVE] is None:
-            _register_native(plan, compiled, q, k, v, g_in, beta, read)
+    # g = q when there is no gate and r = o without read=: pointers the kernel never reads
+    # (GATE = 0) or writes (READ off)
+    _launch(plan, q, k, v, q if g is None else g, beta, state, o, o if read is None else read,
+            plan[1] if scale is None else float(scale))
     return o
 
 
@@ -290,25 +228,52 @@ _IS_COMPILING = torch.compiler.is_compiling if hasattr(torch.library, "triton_op
 _compiling = _IS_COMPILING or (lambda: False)
 
 
+_TRACEABLE = isinstance(_kda_step_kernel, triton.runtime.JITFunction)   # False under TRITON_INTERPRET=1
+_OP: list = []          # [True] once torch.ops.kernels.kda_step is registered
+
+
 def _register_op() -> None:
-    """``torch.ops.lineage.kda_step``: the same launch written so torch.compile can trace it
+    """``torch.ops.kernels.kda_step``: the same launch written so torch.compile can trace it
     (torch.library.triton_op, torch >= 2.6). Inductor then keeps our kernel in the graph it
     builds, fused work around it, instead of stopping at an opaque Python launcher."""
-    if _IS_COMPILING is None:
-        return
     from torch.library import triton_op, wrap_triton
 
-    @triton_op("lineage::kda_step", mutates_args={"state", "read"})
+    @triton_op("kernels::kda_step", mutates_args={"state", "read"})
     def _op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
             state: torch.Tensor, read: Optional[torch.Tensor], scale: float, gate: int) -> torch.Tensor:
         B, H, K = q.shape
         V = v.shape[2]
         BK, BV, warps = _step_config(B * H, K, V)
         o = torch.empty_like(v)
-        wrap_triton(_kda_step_kernel)[(B * H, triton.cdiv(V, BV))](
+        # the interpreter's function (TRITON_INTERPRET=1) is refused by torch 2.11's
+        # wrap_triton; later torch hands it back unwrapped, as here: nothing compiles there
+        kernel = wrap_triton(_kda_step_kernel) if _TRACEABLE else _kda_step_kernel
+        kernel[(B * H, triton.cdiv(V, BV))](
             q, k, v, g, beta, state, o, o if read is None else read, scale, K, V, BK, BV, gate,
             read is not None, num_warps=warps)
         return o
 
 
-_register_op()
+def _op_ready() -> bool:
+    """Registers the op on first use. Registering imports torch's compiler stack (about a
+    second, more on a slow disk), which an eager caller never needs: the app's first frame
+    would wait for it. So it happens at the first call under torch.compile instead."""
+    if not _OP:
+        _register_op()
+        _OP.append(True)
+    return True
+
+
+# torch.compile calls _op_ready while it traces kda_step instead of tracing into it, so the
+# op exists before the graph names it. This is the mark torch.compiler.assume_constant_result
+# sets; the decorator itself would import torch._dynamo now, the cost deferred above.
+_op_ready._dynamo_marked_constant = True
+
+
+def kda_step_op():
+    """``torch.ops.kernels.kda_step`` (q, k, v, g, beta, state, read, scale, gate), the custom
+    op torch.compile traces kda_step into, registered on first use. g = q when gate is 0."""
+    if _IS_COMPILING is None:
+        raise RuntimeError("kda_step_op needs torch.library.triton_op (torch >= 2.6)")
+    _op_ready()
+    return torch.ops.kernels.kda_step

@@ -230,10 +230,11 @@ def test_concurrent_callers_step_once():
         assert s.frame(i) == ref.frame(i)
 
 
-def test_checkpoint_weights(tmp_path):
+def test_checkpoint_weights(tmp_path, monkeypatch):
     """weights.checkpoint loads a safetensors file; a file that does not fit is a located error."""
     from safetensors.torch import save_file
     import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)     # on the CPU, as the model here
     from lineage.model import LM
     from lineage.presets import get_preset
     from lineage.scenario.problems import ScenarioError

@@ -47,7 +47,9 @@ def test_panel_snapshot(snap_compare, scenario, step, kind):
     assert snap_compare(app, terminal_size=(100, 32), run_before=make_before(step, kind))
 
 
-def test_whole_screen_80x24(snap_compare):
+def test_whole_screen_80x24(snap_compare, monkeypatch):
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)     # the status bar shows the device
     async def before(pilot):
         app = pilot.app
         await wait_for(pilot, lambda: app.cursor is not None and app.frames_shown, "the first frame")

@@ -1,15 +1,15 @@
 """Benchmark of the kernels against eager PyTorch, torch.compile and flash-linear-attention.
 
-    python -m kernels.bench              # on a CUDA machine (the H200 of BENCHMARKS.md)
-    python -m kernels.bench --smoke      # tiny shapes on the CPU under TRITON_INTERPRET=1
+    python -m tests.benchmarks.bench_kernels            # on a CUDA machine (the H200 of BENCHMARKS.md)
+    python -m tests.benchmarks.bench_kernels --smoke    # tiny shapes on the CPU under TRITON_INTERPRET=1
 
-Everything is measured in one run. Times are medians over repeats of back-to-back calls timed
-with CUDA events (host overhead included, as a decoding loop sees it); the one-token step is
-also timed replayed from a CUDA graph (GPU time alone). Eager PyTorch is the readable
-reference ``lineage.ops`` (the only place in ``kernels`` that imports project code: the
-kernels themselves never do). flash-linear-attention (``fla.ops.kda``) is optional and
-skipped when it is not importable. Accuracy: bf16 inputs against the fp32 reference on the
-same (bf16-rounded) inputs, relative RMS error, and no NaN at g = 0 and g = -5.
+Everything is measured in one run, with the clocks of ``tests/benchmarks/timing.py``: the
+launch-bound one-token step at batch 1 (and its baselines) by wall clock over back-to-back
+calls, as a decoding loop sees it; device-bound work by ``triton.testing.do_bench``; the
+one-token step also replayed from a CUDA graph (GPU time alone). Eager PyTorch is the readable
+reference ``lineage.ops``. flash-linear-attention (``fla.ops.kda``) is optional and skipped
+when it is not importable. Accuracy: bf16 inputs against the fp32 reference on the same
+(bf16-rounded) inputs, relative RMS error, and no NaN at g = 0 and g = -5.
 Writes a markdown table to stdout and, when $OUT is set, JSON to $OUT/kernels_bench.json.
 """
 from __future__ import annotations
@@ -21,6 +21,8 @@ import statistics
 import sys
 import time
 import traceback
+
+from tests.benchmarks import timing
 
 COPY_TBS = 4.14        # measured device copy ceiling (bytes read + written), H200
 MATMUL_TFS = 697.0     # measured bf16 8192^3 matmul ceiling, H200
@@ -52,60 +54,6 @@ def section(fn):
         log(f"-- {fn.__name__} took {time.time() - t0:.1f} s")
         save()
     return run
-
-
-class Timer:
-    def __init__(self, device):
-        import torch
-        self.torch, self.cuda = torch, device == "cuda"
-
-    def __call__(self, fn, calls=20, repeats=7, warmup=3) -> float:
-        """Median seconds per call over `repeats` runs of `calls` back-to-back calls."""
-        torch = self.torch
-        for _ in range(warmup):
-            fn()
-        if self.cuda:         # then keep it busy ~0.2 s: clocks (memory ones too) settle
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            while time.perf_counter() - t0 < 0.2:
-                for _ in range(calls):
-                    fn()
-                torch.cuda.synchronize()
-        if not self.cuda:
-            times = []
-            for _ in range(max(1, repeats // 3)):
-                t = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t)
-            return statistics.median(times)
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(calls):
-                fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3 / calls)
-        return statistics.median(times)
-
-    def graph(self, fn, calls=100, repeats=7) -> float | None:
-        """Median seconds per call, `calls` calls captured in one CUDA graph and replayed."""
-        if not self.cuda:
-            return None
-        torch = self.torch
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                fn()
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for _ in range(calls):
-                fn()
-        return self(g.replay, calls=1, repeats=repeats) / calls
 
 
 def row(op, shape, impl, seconds, *, bytes_=None, flops=None, note=""):
@@ -168,118 +116,61 @@ def delta_inputs(torch, B, T, H, K, V, dtype, device, g_mode="random", per_chann
 
 @section
 def bench_step(ctx, B):
-    torch, kernels, ops, timer = ctx["torch"], ctx["kernels"], ctx["ops"], ctx["timer"]
+    torch, kernels, ops = ctx["torch"], ctx["kernels"], ctx["ops"]
     H, K, V = ctx["H"], ctx["K"], ctx["V"]
     dev, dt = ctx["device"], ctx["dtype"]
     q, k, v, g, beta = (x[:, 0].contiguous() for x in delta_inputs(torch, B, 1, H, K, V, dt, dev))
     S = torch.randn(B, H, K, V, device=dev) * 0.1
     shape = f"B={B} H={H} K={K} V={V} {str(dt)[6:]}"
     nbytes = 2 * S.numel() * 4 + (3 * B * H * K + 2 * B * H * V) * q.element_size() + B * H * beta.element_size()
-
-    from kernels import native
-    from kernels import step as kstep
-    from kernels.step import _kda_step_kernel, _step_config
-    cfg = _step_config(B * H, K, V)
+    # batch 1 is launch bound (the kernel is ~2 us of GPU time): what a decoding loop sees is
+    # the wall clock of back-to-back calls; at large batch the kernel is a copy of the state
+    clock = timing.wall if B == 1 else timing.gpu
     base = {}
 
     def ops_step(q, k, v, g, beta, S):
         return ops.kda(q[:, None], k[:, None], v[:, None], g[:, None], beta[:, None], initial_state=S)[0]
 
-    base["eager"] = row("kda_step", shape, "eager lineage.ops", timer(lambda: ops_step(q, k, v, g, beta, S), calls=10),
+    base["eager"] = row("kda_step", shape, "eager lineage.ops", clock(lambda: ops_step(q, k, v, g, beta, S)),
                         bytes_=nbytes)
     if ctx["compile"]:
         compiled = torch.compile(ops_step)
         base["compile"] = row("kda_step", shape, "torch.compile(lineage.ops)",
-                              timer(lambda: compiled(q, k, v, g, beta, S), calls=20, warmup=5), bytes_=nbytes)
-    # Ours (through the C++ host path and through the Python launcher) and fla are timed in
-    # alternating rounds and each reported as the median over the rounds: a kernel timed first
-    # in a run came out up to 13% slower than the same kernel timed later, so a single
-    # back-to-back pair would favour whichever ran second.
-    ours_t, py_t, graph_t, fla_t = [], [], [], []
+                              clock(lambda: compiled(q, k, v, g, beta, S)), bytes_=nbytes)
+    # Ours and fla are timed in alternating rounds and each reported as the median over the
+    # rounds: a kernel timed first in a run came out up to 13% slower than the same kernel
+    # timed later, so a single back-to-back pair would favour whichever ran second.
+    ours_t, graph_t, fla_t = [], [], []
     if ctx["fla"]:
         fused_recurrent_kda = ctx["fla"][1]
         qf, kf, vf, gf, bf = (x[:, None] for x in (q, k, v, g, beta))
-    native_ok = ctx["native"] == "ready"
     for _ in range(ctx["rounds"]):
-        if native_ok:
-            use_launcher("native", lambda: kernels.kda_step(q, k, v, g, beta, S))
-            ours_t.append(timer(lambda: kernels.kda_step(q, k, v, g, beta, S), calls=50))
-        use_launcher("python", lambda: kernels.kda_step(q, k, v, g, beta, S))
-        py_t.append(timer(lambda: kernels.kda_step(q, k, v, g, beta, S), calls=50))
-        graph_t.append(timer.graph(lambda: kernels.kda_step(q, k, v, g, beta, S)))
+        ours_t.append(clock(lambda: kernels.kda_step(q, k, v, g, beta, S)))
+        graph_t.append(timing.graph(lambda: kernels.kda_step(q, k, v, g, beta, S)))
         if ctx["fla"]:
-            fla_t.append(timer(lambda: fused_recurrent_kda(qf, kf, vf, gf, bf, initial_state=S,
-                                                           output_final_state=True), calls=50))
-    use_launcher(None, lambda: kernels.kda_step(q, k, v, g, beta, S))
+            fla_t.append(clock(lambda: fused_recurrent_kda(qf, kf, vf, gf, bf, initial_state=S,
+                                                           output_final_state=True)))
     rounds = lambda ts: ", ".join(f"{t * 1e6:.1f}" for t in ts)  # noqa: E731
-    rows_ours = []
-    if ours_t:
-        ours = row("kda_step", shape, f"triton {cfg}, C++ host path", statistics.median(ours_t), bytes_=nbytes,
-                   note=f"rounds (us): {rounds(ours_t)}")
-        rows_ours.append((RESULTS["rows"][-1], ours))
-    py = row("kda_step", shape, f"triton {cfg}, Python launcher", statistics.median(py_t), bytes_=nbytes,
-             note=f"rounds (us): {rounds(py_t)}" + ("" if native_ok else f"; C++ path: {ctx['native']}"))
-    rows_ours.append((RESULTS["rows"][-1], py))
+    ours = row("kda_step", shape, "triton", statistics.median(ours_t), bytes_=nbytes,
+               note=f"rounds (us): {rounds(ours_t)}")
+    ours_row = RESULTS["rows"][-1]
     if graph_t[0] is not None:
         row("kda_step", shape, "triton, CUDA graph replay", statistics.median(graph_t), bytes_=nbytes,
             note=f"rounds (us): {rounds(graph_t)}")
     if fla_t:
         base["fla"] = row("kda_step", shape, "fla fused_recurrent_kda", statistics.median(fla_t), bytes_=nbytes,
                           note=f"rounds (us): {rounds(fla_t)}")
-    if ours_t:
-        base["python launcher"] = py
-    for r, t in rows_ours:
-        add_speedups(r, t, base)
-    if ctx["device"] == "cuda" and B == 1:
-        # Host time per call at batch 1 (the GPU needs ~2 us), wall clock over many calls:
-        # the whole kda_step, Triton's generic launch of the same kernel, and the parts.
-        o = torch.empty_like(v)
-        BK, BV, warps = cfg
-        grid = (B * H, -(-V // BV))
-        parts = {}
-        if native_ok:
-            parts["kda_step, C++ host path"] = lambda: kernels.kda_step(q, k, v, g, beta, S)
-            cpp_step = native.module().step
-            parts["C++ step() alone"] = lambda: cpp_step(q, k, v, g, beta, S, None, None)
-        parts.update({
-            "kda_step, Python launcher": lambda: kernels.kda_step(q, k, v, g, beta, S),
-            "Triton generic launch alone": lambda: _kda_step_kernel[grid](q, k, v, g, beta, S, o, o, K ** -0.5, K, V,
-                                                                          BK, BV, 2, False, num_warps=warps),
-            "torch.empty_like(v) alone": lambda: torch.empty_like(v),
-        })
-        # the floor: the direct launch with its arguments prepared once (no checks, no allocation)
-        use_launcher("python", lambda: kernels.kda_step(q, k, v, g, beta, S))
-        plan = next((p for p in kstep._PLANS.values() if p[kstep._DIRECT]), None)
-        if plan is not None:
-            launch, head, _ = plan[kstep._DIRECT]
-            args = (*head, q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr(), beta.data_ptr(), S.data_ptr(),
-                    o.data_ptr(), o.data_ptr(), K ** -0.5, K, V, BK, BV, 2, False)
-            stream = torch.cuda.current_stream().cuda_stream
-            parts["direct launch alone (prepared args)"] = lambda: launch(grid[0], grid[1], 1, stream, *args)
-        for name, fn in parts.items():
-            use_launcher("native" if name.startswith(("kda_step, C++", "C++")) else "python",
-                         lambda: kernels.kda_step(q, k, v, g, beta, S))
-            for _ in range(200):
-                fn()
-            torch.cuda.synchronize()
-            per = []
-            for _ in range(5):
-                t0 = time.perf_counter()
-                for _ in range(4000):
-                    fn()
-                per.append((time.perf_counter() - t0) / 4000)
-                torch.cuda.synchronize()
-            RESULTS["sweeps"].append({"op": "kda_step host", "shape": shape, "part": name,
-                                      "us": [p * 1e6 for p in per]})
-            log(f"   host {name:32s} {statistics.median(per) * 1e6:6.2f} us per call (5 x 4000 calls: "
-                f"{rounds(per)})")
+    add_speedups(ours_row, ours, base)
+    if B == 1:
+        # the floor under a call: allocating o alone
+        row("kda_step", shape, "torch.empty_like(v) alone", timing.wall(lambda: torch.empty_like(v)))
     if ctx["sweep"]:
         for BV in (16, 32, 64, 128):
             for warps in (2, 4, 8):
                 cfg = (max(16, K), BV, warps)
                 try:
-                    t = timer(lambda: kernels.kda_step(q, k, v, g, beta, S, config=cfg), calls=50)
-                    gt = timer.graph(lambda: kernels.kda_step(q, k, v, g, beta, S, config=cfg))
+                    t = clock(lambda: kernels.kda_step(q, k, v, g, beta, S, config=cfg))
+                    gt = timing.graph(lambda: kernels.kda_step(q, k, v, g, beta, S, config=cfg))
                     RESULTS["sweeps"].append({"op": "kda_step", "shape": shape, "config": cfg, "us": t * 1e6,
                                               "graph_us": gt and gt * 1e6, "TB/s": nbytes / (gt or t) / 1e12})
                     graph_us = "-" if gt is None else f"{gt * 1e6:.1f}"
@@ -287,37 +178,16 @@ def bench_step(ctx, B):
                         f" {nbytes / (gt or t) / 1e12:.2f} TB/s")
                 except Exception as e:  # noqa: BLE001
                     log(f"   sweep kda_step {cfg} failed: {e!r}")
-    use_launcher(None, lambda: kernels.kda_step(q, k, v, g, beta, S))
 
 
-def use_launcher(path, call):
-    """Makes kda_step take the C++ host path ("native"), the Python launcher ("python") or the
-    default (None: as LINEAGE_NATIVE was), from fresh plans, and makes the plan with `call`."""
-    from kernels import step as kstep
-    if path is None:
-        os.environ.pop("LINEAGE_NATIVE", None)
-        if ORIGINAL_NATIVE is not None:
-            os.environ["LINEAGE_NATIVE"] = ORIGINAL_NATIVE
-    else:
-        os.environ["LINEAGE_NATIVE"] = "1" if path == "native" else "0"
-    kstep._reset()
-    for _ in range(2):                      # the first call plans, the second takes the direct launch
-        call()
-    if path == "native" and kstep._native_step is None:
-        raise RuntimeError("the C++ host path did not take the plan")
-
-
-ORIGINAL_NATIVE = os.environ.get("LINEAGE_NATIVE")
-
-
-def time_kda_options(timer, xs, o_ref, options: dict) -> tuple[float, float]:
-    """Chunked kda on xs = (q, k, v, g, beta) with `chunk_delta` options: (median seconds,
-    relative RMS error of o against o_ref)."""
-    from kernels import chunk_delta
+def time_kda_options(xs, o_ref, options: dict) -> tuple[float, float]:
+    """Chunked kda on xs = (q, k, v, g, beta) with `kernels.kda` options: (median GPU
+    seconds, relative RMS error of o against o_ref)."""
+    import kernels
 
     def fn():
-        return chunk_delta._chunk_delta(*xs, None, None, 64, 2, "kda", options=options)
-    return timer(fn, calls=5), rel_rms(fn()[0], o_ref)
+        return kernels.kda(*xs, options=options)
+    return timing.gpu(fn), rel_rms(fn()[0], o_ref)
 
 
 def chunk_flops(B, T, H, K, V, C=64):
@@ -328,7 +198,7 @@ def chunk_flops(B, T, H, K, V, C=64):
 
 @section
 def bench_chunk(ctx):
-    torch, kernels, ops, timer = ctx["torch"], ctx["kernels"], ctx["ops"], ctx["timer"]
+    torch, kernels, ops = ctx["torch"], ctx["kernels"], ctx["ops"]
     B, T, H, K, V = ctx["chunk_shape"]
     dev, dt = ctx["device"], ctx["dtype"]
     q, k, v, g, beta = delta_inputs(torch, B, T, H, K, V, dt, dev)
@@ -340,7 +210,7 @@ def bench_chunk(ctx):
     base = {}
     f32 = [x.float() for x in (q, k, v, g, beta)]
     base["eager"] = row("kda (chunked)", shape, "eager lineage.ops (fp32)",
-                        timer(lambda: ops.kda(*f32, chunk_size=64), calls=1, repeats=3, warmup=1), flops=flops)
+                        timing.median_each(lambda: ops.kda(*f32, chunk_size=64), reps=3, warmup=1), flops=flops)
     o_ref, S_ref = ops.kda(*f32, chunk_size=64)
     acc = {"op": "kda", "shape": shape, "g": "random", "o_rel_rms": rel_rms(o, o_ref), "S_rel_rms": rel_rms(S, S_ref),
            "nan": bool(torch.isnan(o).any() or torch.isnan(S).any())}
@@ -354,9 +224,9 @@ def bench_chunk(ctx):
         fla_call = lambda: chunk_kda(q, k, v, g, beta, output_final_state=True)  # noqa: E731
         fla_call()      # autotune outside the timing
     for _ in range(ctx["rounds"]):
-        ours_t.append(timer(lambda: kernels.kda(q, k, v, g, beta), calls=5))
+        ours_t.append(timing.gpu(lambda: kernels.kda(q, k, v, g, beta)))
         if ctx["fla"]:
-            fla_t.append(timer(fla_call, calls=5))
+            fla_t.append(timing.gpu(fla_call))
     rounds = lambda ts: ", ".join(f"{t * 1e6:.0f}" for t in ts)  # noqa: E731
     ours = row("kda (chunked)", shape, "triton", statistics.median(ours_t), flops=flops, bytes_=nbytes,
                note=f"rounds (us): {rounds(ours_t)}")
@@ -405,7 +275,7 @@ def bench_chunk(ctx):
         for opt in variants:
             name = {key: str(val) for key, val in opt.items()}
             try:
-                t, err = time_kda_options(timer, (q, k, v, g, beta), o_ref, opt)
+                t, err = time_kda_options((q, k, v, g, beta), o_ref, opt)
                 RESULTS["sweeps"].append({"op": "kda (chunked)", "shape": shape, "options": name, "us": t * 1e6,
                                           "o_rel_rms": err, "vs_fla": base.get("fla", 0) / t})
                 log(f"   sweep kda {name}: {t * 1e6:.0f} us, error {err:.2e}, vs fla {base.get('fla', 0) / t:.2f}x")
@@ -417,26 +287,26 @@ def bench_chunk(ctx):
         compiled(*f32, chunk_size=64)
         log(f"   torch.compile of the chunked reference took {time.time() - t0:.0f} s")
         base["compile"] = row("kda (chunked)", shape, "torch.compile(lineage.ops) fp32",
-                              timer(lambda: compiled(*f32, chunk_size=64), calls=1, repeats=3), flops=flops)
+                              timing.median_each(lambda: compiled(*f32, chunk_size=64), reps=3), flops=flops)
         add_speedups(ours_row, ours, base)
 
 
 @section
 def bench_situ(ctx, linear_beta):
-    torch, kernels, ops, timer = ctx["torch"], ctx["kernels"], ctx["ops"], ctx["timer"]
+    torch, kernels, ops = ctx["torch"], ctx["kernels"], ctx["ops"]
     M, F = ctx["situ_shape"]
     x = torch.randn(M, 2 * F, device=ctx["device"], dtype=ctx["dtype"]) * 3
     shape = f"{M}x{F} out {str(x.dtype)[6:]}" + ("" if linear_beta is None else f" lb={linear_beta}")
     nbytes = x.numel() * x.element_size() * 3 // 2
-    ours = timer(lambda: kernels.situ_glu(x, 4.0, linear_beta), calls=20)
+    ours = timing.gpu(lambda: kernels.situ_glu(x, 4.0, linear_beta))
     row("situ_glu", shape, "triton", ours, bytes_=nbytes)
     ours_row = RESULTS["rows"][-1]
     base = {"eager": row("situ_glu", shape, "eager lineage.ops",
-                         timer(lambda: ops.situ_glu(x, 4.0, linear_beta), calls=10), bytes_=nbytes)}
+                         timing.gpu(lambda: ops.situ_glu(x, 4.0, linear_beta)), bytes_=nbytes)}
     if ctx["compile"]:
         compiled = torch.compile(ops.situ_glu)
         base["compile"] = row("situ_glu", shape, "torch.compile(lineage.ops)",
-                              timer(lambda: compiled(x, 4.0, linear_beta), calls=20, warmup=5), bytes_=nbytes)
+                              timing.gpu(lambda: compiled(x, 4.0, linear_beta)), bytes_=nbytes)
     add_speedups(ours_row, ours, base)
     y, y_ref = kernels.situ_glu(x, 4.0, linear_beta), ops.situ_glu(x.float(), 4.0, linear_beta)
     acc = {"op": "situ_glu", "shape": shape, "o_rel_rms": rel_rms(y, y_ref), "nan": bool(torch.isnan(y).any())}
@@ -444,7 +314,7 @@ def bench_situ(ctx, linear_beta):
     log(f"   accuracy: {acc}")
     if ctx["sweep"] and linear_beta is None:
         for cfg in ((1024, 4), (2048, 4), (2048, 8), (4096, 8), (4096, 16), (512, 2)):
-            t = timer(lambda: kernels.situ_glu(x, 4.0, None, config=cfg), calls=20)
+            t = timing.gpu(lambda: kernels.situ_glu(x, 4.0, None, config=cfg))
             RESULTS["sweeps"].append({"op": "situ_glu", "shape": shape, "config": cfg, "us": t * 1e6,
                                       "TB/s": nbytes / t / 1e12})
             log(f"   sweep situ {cfg}: {t * 1e6:.1f} us {nbytes / t / 1e12:.2f} TB/s")
@@ -497,8 +367,8 @@ def check_accuracy(ctx):
 
 
 def print_table():
-    log("\n| op | shape | impl | median | achieved | vs eager | vs torch.compile | vs fla | vs Python launcher |")
-    log("|---|---|---|---|---|---|---|---|---|")
+    log("\n| op | shape | impl | median | achieved | vs eager | vs torch.compile | vs fla |")
+    log("|---|---|---|---|---|---|---|---|")
     for r in RESULTS["rows"]:
         med = "skipped" if r["median_us"] is None else (f"{r['median_us']:.1f} us" if r["median_us"] < 1e4
                                                          else f"{r['median_us'] / 1e3:.2f} ms")
@@ -507,8 +377,7 @@ def print_table():
             ach.append(f"{r['TB/s']:.2f} TB/s ({100 * r['of_copy_ceiling']:.0f}% of 4.14)")
         if "TFLOP/s" in r:
             ach.append(f"{r['TFLOP/s']:.1f} TFLOP/s ({100 * r['of_matmul_ceiling']:.1f}% of 697)")
-        sp = [f"{r[k]:.2f}x" if k in r else "" for k in ("speedup_vs_eager", "speedup_vs_compile", "speedup_vs_fla",
-                                                          "speedup_vs_python launcher")]
+        sp = [f"{r[k]:.2f}x" if k in r else "" for k in ("speedup_vs_eager", "speedup_vs_compile", "speedup_vs_fla")]
         log(f"| {r['op']} | {r['shape']} | {r['impl']} | {med} | {'; '.join(ach)} | " + " | ".join(sp) + " |")
     log("\nratios are baseline time / triton time (above 1: the kernel is faster)")
 
@@ -531,12 +400,12 @@ def main(argv=None):
     import triton
 
     import kernels
-    from lineage import ops     # the readable references; only the benchmark imports them
+    from lineage import ops     # the readable references
 
     device = "cpu" if args.smoke else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
         sys.exit("no CUDA device: run with --smoke for the CPU interpreter")
-    ctx = {"torch": torch, "kernels": kernels, "ops": ops, "timer": Timer(device), "device": device,
+    ctx = {"torch": torch, "kernels": kernels, "ops": ops, "device": device,
            "dtype": torch.float32 if args.smoke else torch.bfloat16,
            "compile": not args.no_compile and not args.smoke, "compile_chunked": args.compile_chunked,
            "sweep": args.sweep, "fla": None if args.smoke or args.no_fla else try_fla(), "rounds": args.rounds}
@@ -551,14 +420,6 @@ def main(argv=None):
         torch.cuda.get_device_name() if device == "cuda" else "cpu (TRITON_INTERPRET=1)"),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"), "fla": bool(ctx["fla"]), "argv": sys.argv[1:]}
     log(f"env: {RESULTS['env']}")
-    ctx["native"] = "off (CPU interpreter)"
-    if device == "cuda":     # the C++ host path of kda_step: build it (or take torch's cache) now
-        from kernels import native
-        t0 = time.time()
-        native.load()
-        ctx["native"] = native.status()
-        RESULTS["env"]["native"] = f"{ctx['native']} ({time.time() - t0:.1f} s to build or load)"
-        log(f"C++ host path of kda_step: {RESULTS['env']['native']}")
     if device == "cuda":     # bring the clocks up before the first timing
         a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
         t0 = time.time()

@@ -1,9 +1,11 @@
 """Measure the app from outside, in a pseudo-terminal, as a user's terminal would see it.
 
-    python -m tui.bench [--size 160 50] [--steps 200] [SCENARIO]
+    python -m tests.benchmarks.bench_app [--size 160 50] [--steps 200] [SCENARIO]
 
 Reports: time to the first paint and to the first model frame after launch, autoplay speed at
 "max" with every panel live, bytes written to the terminal per step, and resident memory.
+These are moments seen in the app's output stream (time.perf_counter at each), not timings of
+a function, so this script keeps its own clock rather than tests/benchmarks/timing.py.
 """
 from __future__ import annotations
 

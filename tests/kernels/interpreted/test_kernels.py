@@ -1,5 +1,10 @@
 """The Triton kernels against the lineage.ops references, on the CPU under TRITON_INTERPRET=1.
 
+The suite runs this module in a child pytest with TRITON_INTERPRET=1 set
+(tests/kernels/test_interpreter.py), so the rest of the suite keeps compiled Triton and its
+GPU tests; tests/conftest.py leaves it out of a run without that variable. On its own:
+``TRITON_INTERPRET=1 python -m pytest tests/kernels/interpreted``.
+
 Sizes are awkward on purpose (T = 63 and 130 leave a masked tail chunk, K = 32 / 64,
 V = 48 is no power of two), gates sit at their extremes (g = 0 and g = -5 for every token,
 -30 for the score implementations' overflow check, beta 0 and 1), and every comparison is in
@@ -7,9 +12,6 @@ fp32 against a float64 reference with a relative error bound of 1e-4: a wrong de
 token or a missing initial state fails.
 """
 import math
-import os
-
-os.environ["TRITON_INTERPRET"] = "1"     # before triton is imported anywhere
 
 import pytest
 import torch
@@ -19,6 +21,8 @@ pytest.importorskip("triton", reason="triton is not installed: the kernels canno
 
 import kernels                      # noqa: E402
 from kernels import chunk_delta as cd   # noqa: E402
+from kernels import chunk_scores   # noqa: E402
+from kernels.step import kda_step_op   # noqa: E402
 from lineage import ops             # noqa: E402
 
 RTOL = 1e-4
@@ -173,11 +177,11 @@ def test_scores_equal_their_definition(impl, gate):
     q, k, v, g, beta, S0 = make(T, K, per_channel=(gate == 2), seed=gate)
     G = torch.zeros(0)
     if gate:
-        G = cd._cumsum(g)
+        G = chunk_scores.cumsum(g)
     opt = {"split_inter": (32, 4), "split_diag": (32, 4), "diag_token": (4, 2), **SCORES[impl]}
     A = torch.full((B, T, H, 64), float("nan"))
     P = torch.full((B, T, H, 64), float("nan"))
-    cd._scores(q, k, G if gate else q, beta, A, P, 0.3, gate, "ieee", opt)
+    chunk_scores.scores(q, k, G if gate else q, beta, A, P, 0.3, gate, "ieee", opt)
     A_ref, P_ref = scores_reference(q, k, g, beta, 0.3, gate)
     for x, y in ((A, A_ref), (P, P_ref)):
         assert torch.isfinite(x).all()
@@ -200,10 +204,10 @@ def test_diagonal_scores_with_head_groups():
     gen = torch.Generator().manual_seed(11)
     q, k = torch.randn(Bq, T, Hq, K, generator=gen), F.normalize(torch.randn(Bq, T, Hq, K, generator=gen), dim=-1)
     g, beta = -5 * torch.rand(Bq, T, Hq, K, generator=gen), torch.rand(Bq, T, Hq, generator=gen)
-    G = cd._cumsum(g)
+    G = chunk_scores.cumsum(g)
     A = torch.full((Bq, T, Hq, 64), float("nan"))
     P = torch.full((Bq, T, Hq, 64), float("nan"))
-    cd._scores(q, k, G, beta, A, P, 0.3, 2, "ieee", {"split_inter": (32, 1), "diag_token": (2, 1)})
+    chunk_scores.scores(q, k, G, beta, A, P, 0.3, 2, "ieee", {"split_inter": (32, 1), "diag_token": (2, 1)})
     A_ref, P_ref = scores_reference(q, k, g, beta, 0.3, 2)
     close(A, A_ref, rtol=1e-5)
     close(P, P_ref, rtol=1e-5)
@@ -231,7 +235,7 @@ def test_cumsum_in_column_blocks(shape, cfg):
     """Stage 1 alone: the in-chunk cumsum in base-2 units, with the head x channel columns cut
     into blocks that do not divide them (96 = 64 + 32, 5 heads = 4 + 1) and a masked tail chunk."""
     g = -5 * torch.rand(shape, generator=torch.Generator().manual_seed(4))
-    G = cd._cumsum(g, cfg)
+    G = chunk_scores.cumsum(g, cfg)
     ref = torch.cat([g[:, t0:t0 + 64].double().cumsum(1) for t0 in range(0, g.shape[1], 64)], 1) / math.log(2)
     close(G, ref, rtol=1e-6)
 
@@ -371,7 +375,7 @@ def test_observed_step_on_kernels_matches_reference(preset, batch):
 
 def test_step_op_and_read_back():
     """kda_step's read= output is k S after the decay and before the write, and the custom op
-    that torch.compile traces (torch.ops.lineage.kda_step) gives exactly the launcher's answer."""
+    that torch.compile traces (torch.ops.kernels.kda_step) gives exactly the launcher's answer."""
     gen = torch.Generator().manual_seed(4)
     Bq, Hq, K = 2, 3, 32
     q = torch.randn(Bq, Hq, K, generator=gen)
@@ -382,7 +386,7 @@ def test_step_op_and_read_back():
     S0 = torch.randn(Bq, Hq, K, V, generator=gen)
     S1, S2, r = S0.clone(), S0.clone(), torch.empty(Bq, Hq, V)
     o1 = kernels.kda_step(q, k, v, g, beta, S1, read=r)
-    o2 = torch.ops.lineage.kda_step(q, k, v, g, beta, S2, None, K ** -0.5, 2)
+    o2 = kda_step_op()(q, k, v, g, beta, S2, None, K ** -0.5, 2)
     assert torch.equal(o1, o2) and torch.equal(S1, S2)
     decayed = S0.double() * g.double().exp()[..., None]                        # (B, H, K, V)
     close(r, (k.double()[:, :, None] @ decayed).squeeze(2))

@@ -1,0 +1,44 @@
+"""The suite's one conftest: where the Triton interpreter runs.
+
+Kernel tests on CPU tensors need TRITON_INTERPRET=1, which Triton reads once for the whole
+process, and GPU tests need it unset. So a plain run leaves tests/kernels/interpreted/ out,
+and tests/kernels/test_interpreter.py runs that folder in a child pytest with the variable
+set; inside that child (or any run with TRITON_INTERPRET=1) the folder is collected as usual.
+"""
+import os
+from pathlib import Path
+
+INTERPRETED = Path(__file__).parent / "kernels" / "interpreted"
+UNDER_INTERPRETER = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def pytest_ignore_collect(collection_path, config):
+    if not UNDER_INTERPRETER and collection_path == INTERPRETED:
+        return True
+    return None
+
+
+def _index_one_element_arrays() -> None:
+    """Triton 3.6's interpreter turns a scalar into an int with int(data) where data is a
+    one-element array, which NumPy 2.4 refuses ("only 0-dimensional arrays can be converted
+    to Python scalars"): every loop with a run-time bound (range(s0, i_t + 1), range(0, NT))
+    then fails under the interpreter, whatever the kernel. Later Triton squeezes the array
+    first; do the same on the versions that do not."""
+    import triton
+    from triton.runtime import interpreter
+    if not triton.__version__.startswith("3.6."):
+        return
+    patch_tensor = interpreter._patch_lang_tensor
+
+    def patched(tensor, scope):
+        patch_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+    interpreter._patch_lang_tensor = patched
+
+
+if UNDER_INTERPRETER:
+    try:
+        _index_one_element_arrays()
+    except ImportError:     # no triton: the interpreted tests skip themselves
+        pass
