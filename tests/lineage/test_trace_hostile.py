@@ -22,6 +22,11 @@ SCENARIO = (ROOT / "scenarios" / "recall.yaml").read_text()
 REC = struct.Struct("<cII")
 
 
+def _env() -> dict:
+    """A child's environment that imports this checkout first (and keeps what else was on the path)."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+
+
 def _rec(kind: bytes, payload: bytes, level: int = 6) -> bytes:
     z = zlib.compress(payload, level)
     return REC.pack(kind, len(z), zlib.crc32(z)) + z
@@ -106,7 +111,7 @@ def test_hostile_traces_stay_in_bounded_memory(hostile):
             "[main(['validate', p]) for p in sys.argv[1:]]; "
             "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])")
     out = subprocess.run([sys.executable, "-c", code, *map(str, hostile.values())], capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+                         env=_env(), timeout=120)
     peak_mb = int(out.stdout.split()[-1]) / 1024
     assert peak_mb < 800, f"peak {peak_mb:.0f} MB"       # the 100 MB frame bomb alone would pass 100 MB
 
@@ -116,7 +121,7 @@ def test_special_files_are_refused_at_once(tmp_path):
     os.mkfifo(fifo)
     for path in (fifo, Path("/dev/zero"), tmp_path):     # each would block or read forever if opened
         out = subprocess.run([sys.executable, "-m", "tui.cli", "validate", str(path)], capture_output=True,
-                             text=True, timeout=30, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                             text=True, timeout=30, env=_env())
         assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
         assert "not a regular file" in out.stderr, out.stderr
 

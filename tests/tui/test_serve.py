@@ -63,7 +63,7 @@ def server(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("served")
     (cwd / ODD).write_text((ROOT / "scenarios" / "recall.yaml").read_text())
     port = _free_port()
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "serve", ODD, "--port", str(port)], cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     line = proc.stdout.readline()
