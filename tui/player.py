@@ -9,6 +9,14 @@ import threading
 SPEEDS = ["1", "2", "5", "10", "20", "max"]
 
 
+class StepFailed(Exception):
+    """Step `step` (0-based) could not be made or read; `error` says why."""
+
+    def __init__(self, step: int, error: Exception):
+        super().__init__(str(error))
+        self.step, self.error = step, error
+
+
 class Player:
     """The cursor over a Session or Replay and where playback stands on it.
 
@@ -98,7 +106,10 @@ class Player:
 
         while going() and i < cursor.total - 1:
             i += 1
-            cursor.frame(i)
+            try:
+                cursor.frame(i)
+            except Exception as e:  # noqa: BLE001  the screen says which step failed
+                raise StepFailed(i, e) from e
             post(i)
             # the timeout only bounds how late a cancelled worker notices (cancel notifies nobody)
             while not self.wait(lambda: not going() or i - self.index <= self.AHEAD, timeout=0.5):

@@ -21,7 +21,7 @@ from textual.worker import get_current_worker
 from .. import served
 from ..panels import default_panels, make_panel
 from ..panels.base import Panel
-from ..player import Player
+from ..player import Player, StepFailed
 from ..widgets.timeline import Timeline
 from .ask import AskScreen
 from .error import ErrorScreen
@@ -180,8 +180,19 @@ class MainScreen(Screen):
 
     @work(thread=True, exclusive=True, group="step")
     def _compute_frame(self, cursor, i: int) -> None:
-        cursor.frame(i)                        # the session serialises stepping itself
+        try:
+            cursor.frame(i)                    # the session serialises stepping itself
+        except Exception as e:  # noqa: BLE001  a corrupt trace frame, a model that fails at this step
+            self.app.call_from_thread(self._frame_failed, i, e)
+            return
         self.app.call_from_thread(self._show_frame, cursor, i)
+
+    def _frame_failed(self, i: int, error: Exception) -> None:
+        """A step that cannot be shown: say which, stop playing, keep the frames already shown."""
+        self.stop()
+        line = str(error).splitlines()[0] if str(error) else type(error).__name__
+        keeping = self.player.cursor.info["title"] if self.player.cursor else None
+        self.app.push_screen(ErrorScreen(f"Step {i + 1} could not be shown", [line], keeping))
 
     def _show_frame(self, cursor, i: int) -> None:
         if not self.player.shown(cursor, i):
@@ -247,7 +258,11 @@ class MainScreen(Screen):
     def _play_max(self, cursor) -> None:
         worker = get_current_worker()
         # post_message is thread-safe; the frame is handled in the screen's context
-        self.player.run_max(cursor, lambda i: self.post_message(FrameReady(cursor, i)), lambda: worker.is_cancelled)
+        try:
+            self.player.run_max(cursor, lambda i: self.post_message(FrameReady(cursor, i)), lambda: worker.is_cancelled)
+        except StepFailed as e:
+            self.app.call_from_thread(self._frame_failed, e.step, e.error)
+            return
         if not worker.is_cancelled:
             self.app.call_from_thread(self.stop)
 
