@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import configs as C
+from ..arithmetic import count, model_memory
 from ..did_you_mean import did_you_mean
 from ..figures import figure_steps
 from ..presets import PRESETS
@@ -19,10 +20,31 @@ def _model_path(sc: Scenario, i: int) -> tuple:
     return ("model",) if sc.model is not None else ("models", i)
 
 
+MAX_SCENARIO_BYTES = 3 << 29       # 1.5 GiB: every model's weights, state and cache at the last step
+
+
+def resident_bytes(cfgs: list, dtype: str, steps: int) -> int:
+    """What a scenario's models hold at once at its last step: weights and recurrent state in the
+    scenario's dtype, caches grown over `steps` tokens (the frames themselves are bounded apart)."""
+    elem = {"float64": 8, "bfloat16": 2}.get(dtype, 4)
+    total = 0
+    for cfg in cfgs:
+        mem = model_memory(cfg, steps, cache_dtype_bytes=elem, state_dtype_bytes=elem)
+        total += count(cfg)["total"] * elem + mem["total_bytes"]
+    return total
+
+
 def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) -> None:
     """Checks across fields: presets, overrides, layer indices, panels against the model."""
     cfgs = [build_config(s, _model_path(sc, i), loc, problems) for i, s in enumerate(sc.model_specs)]
     specs = sc.model_specs
+    if all(c is not None for c in cfgs) and cfgs and sc.input is not None:
+        need = resident_bytes(cfgs, sc.dtype, (total_steps(sc) or 0) + sc.decoding.prefill)
+        if need > MAX_SCENARIO_BYTES:   # the per-model limit alone let 8 gpt2-small reach 4 GB
+            problems.append(loc.problem(("models",) if sc.models is not None else ("model",),
+                                        f"the scenario's models would hold {need / 2**30:.1f} GiB of weights, state "
+                                        f"and cache by its last step (limit {MAX_SCENARIO_BYTES / 2**30:.1f} GiB): "
+                                        "fewer or smaller models, or fewer steps"))
     memories = [s.memory is not None for s in specs]
     if sc.input is not None and any(memories) and sc.input.task is None:
         i = memories.index(True)

@@ -93,3 +93,16 @@ def test_reported_cases_are_located(body, where):
 def test_version_true_is_not_1():
     with pytest.raises(ScenarioError, match="version"):
         loads("version: true\ntitle: t\nmodel: {preset: tiny-kda}\ninput: {text: hi}\n", "m.yaml")
+
+
+def test_the_whole_scenario_has_a_memory_budget():
+    """Eight gpt2-small side by side reached 4 GB before (the limit was per model); one model
+    decoding 100,000 tokens grows a 7 GiB cache. Both are refused, naming the limit."""
+    eight = "models:\n" + "  - {preset: gpt2-small}\n" * 8 + "input: {text: hello}\nsteps: 5\n"
+    long = "model: {preset: gpt2-small}\ninput: {text: hello}\ndecoding: {mode: greedy}\nsteps: 100000\n"
+    for body, where in ((eight, "models"), (long, "model")):
+        with pytest.raises(ScenarioError) as e:
+            loads("version: 1\ntitle: t\n" + body, "m.yaml")
+        assert any(p.path == where and "GiB" in p.message and "limit" in p.message for p in e.value.problems), \
+            [str(p) for p in e.value.problems]
+    loads("version: 1\ntitle: t\nmodels:\n" + "  - {preset: gpt2-small}\n" * 2 + "input: {text: hello}\n", "m.yaml")
