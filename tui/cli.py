@@ -220,6 +220,7 @@ def _close_quietly(cur) -> None:
 
 
 def _snapshot(args) -> int:
+    from lineage.playback.trace import TraceError
     from tui.panels import PANELS, render
     cur, code = _open(args.source, salvage=args.salvage)
     if cur is None:
@@ -231,12 +232,21 @@ def _snapshot(args) -> int:
     out = Path(args.output)
     if str(out) != "-" and out.suffix not in (".txt", ".svg", ".png"):
         return _err(f"{out}: the snapshot format comes from the suffix: .txt, .svg or .png")
-    cur.frame(args.step - 1)     # a corrupt frame fails here with its one line, not inside the headless app
+    try:                         # a corrupt frame or a failing model: its one line here, not inside the headless app
+        cur.frame(args.step - 1)
+    except TraceError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        cur.close()
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return _err(f"{args.source}: step {args.step}: {reason}")
     if out.suffix in (".svg", ".png"):
         from tui.snapshot import render_svg, svg_to_png
         try:
             svg = render_svg(_resolve(args.source), args.step - 1, args.panel, tuple(args.size), args.salvage,
                              cursor=cur)
+        except RuntimeError as e:            # the headless app could not open or show it: one line
+            return _err(str(e).splitlines()[0])
         finally:
             cur.close()
         if out.suffix == ".svg":

@@ -41,6 +41,9 @@ async def _render(path: str, step: int, panel: str | None, size: tuple[int, int]
         target = max(0, min(step, app.cursor.total - 1))
         app.request(target)
         await settle(pilot)
+        if len(app.screen_stack) > 1:                            # the step failed: its dialog says why
+            lines = getattr(app.screen, "lines", None) or ["could not be shown"]
+            raise RuntimeError(f"{path}: step {target + 1}: {lines[0]}")
         if panel is not None:
             chosen = [p for p in app.query(Panel) if p.kind == panel]
             if chosen:

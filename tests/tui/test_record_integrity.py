@@ -109,3 +109,17 @@ def test_a_model_error_mid_record_is_one_line_and_frees_the_output(tmp_path, cap
     assert len(TraceReader(out)) == 3 and not (tmp_path / "r.trace.partial").exists()
     monkeypatch.setattr(Session, "_make", real)
     assert main(["record", RECALL, "-o", str(out), "--steps", "2", "--force"]) == 0     # not locked out
+
+
+def test_snapshot_of_a_step_the_model_fails_is_one_line(tmp_path, capsys, monkeypatch):
+    real = Session._make
+
+    def make(self, i):
+        if i == 2:
+            raise FloatingPointError("weights are not finite")
+        return real(self, i)
+    monkeypatch.setattr(Session, "_make", make)
+    for out in ("x.txt", "x.svg"):
+        assert main(["snapshot", RECALL, "--step", "3", "-o", str(tmp_path / out)]) == 2
+        _one_line(capsys, "step 3", "weights are not finite")
+        assert not (tmp_path / out).exists()
