@@ -16,6 +16,7 @@ from ..scenario.schema import Scenario
 from ..files import open_regular
 from .frame import Frame
 from .runners import make_runner
+from .store import FrameStore
 from .trace import MAGIC, TraceReader, TraceWriter
 
 
@@ -67,7 +68,7 @@ class Session(Cursor):
         super().__init__()
         self.sc = sc
         self._lock = threading.Lock()
-        self.frames: list[Frame] = []
+        self.frames = FrameStore()         # every frame made, the newest in memory, the rest on disk
         self.writer = writer
         self.total = total_steps(sc) or 0
         self.notes: list[str] = []
@@ -116,6 +117,8 @@ class Session(Cursor):
             self.frame(i)
 
     def close(self) -> None:
+        # the frame store is left to the garbage collector (its file is already unlinked): a
+        # worker of a session being replaced may still read or add a frame meanwhile
         if self.writer is not None:
             self.writer.close()
 

@@ -82,7 +82,8 @@ def measure(scenario: str | None, cols: int, rows: int, steps: int) -> dict:
     t_play = time.perf_counter()
     stream = b""
     marks = []                      # (byte offset, step, time) of each new counter value
-    while time.perf_counter() - t_play < 120:
+    rss_by_step = []                # (step, resident MB) every 500 steps: does memory level off?
+    while time.perf_counter() - t_play < max(120, steps / 10):
         chunk = _read(fd, 0.2)
         if not chunk:
             continue
@@ -92,10 +93,14 @@ def measure(scenario: str | None, cols: int, rows: int, steps: int) -> dict:
         for m in STEP.finditer(stream, max(0, base - 32)):
             s = int(m.group(1))
             if not marks or s > marks[-1][1]:
+                if not marks or s // 500 > marks[-1][1] // 500:
+                    rss_by_step.append((s, round(_rss_mb(pid))))
                 marks.append((m.start(), s, now))
         if marks and marks[-1][1] - marks[0][1] >= steps:
             break
     out["rss (MB)"] = _rss_mb(pid)
+    if len(rss_by_step) > 2:
+        out["rss by step (MB)"] = " ".join(f"{s}:{mb}" for s, mb in rss_by_step)
     os.write(fd, b" q")
     time.sleep(0.5)
     try:

@@ -1,0 +1,52 @@
+"""The frame store: every frame comes back bit for bit, whether it was still in memory or read
+back from disk, and memory holds to its budget however many frames are made."""
+import threading
+
+import numpy as np
+import pytest
+
+from lineage.playback.frame import Frame
+from lineage.playback.store import FrameStore
+
+
+def _frame(i: int) -> Frame:
+    rng = np.random.default_rng(i)
+    return Frame(i, {"token": str(i), "caption": None},
+                 {"m0/l0/S": rng.standard_normal((4, 32, 32)).astype(np.float16), "m0/x": np.full(3, i, np.int64)})
+
+
+def test_frames_round_trip_past_the_budget():
+    one = len(_frame(0).to_bytes())
+    store = FrameStore(budget=one * 5 + 10)        # room for five frames in memory
+    frames = [_frame(i) for i in range(40)]
+    for f in frames:
+        store.append(f)
+    assert len(store) == 40 and store._held <= store.budget
+    assert len(store._recent) == 5
+    for i in (0, 39, 17, 0, 3):                    # old ones from disk, new ones from memory
+        assert store[i] == frames[i]
+    assert store._held <= store.budget
+    assert list(store) == frames
+    with pytest.raises(IndexError):
+        store[40]
+    with pytest.raises(ValueError, match="in order"):
+        store.append(_frame(41))
+
+
+def test_reads_while_a_worker_appends():
+    store, frames = FrameStore(budget=1 << 16), [_frame(i) for i in range(200)]
+    errors = []
+
+    def reader():
+        for _ in range(400):
+            n = len(store)
+            if n:
+                i = (n * 7919) % n
+                if store[i] != frames[i]:
+                    errors.append(i)
+    t = threading.Thread(target=reader)
+    t.start()
+    for f in frames:
+        store.append(f)
+    t.join()
+    assert not errors
