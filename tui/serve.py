@@ -60,11 +60,12 @@ def clamp_size(width, height) -> tuple[int, int]:
 
 
 def _die_with_parent() -> None:
-    """In the app process before exec: ask Linux to SIGTERM it when the server dies, even by
-    SIGKILL, so no app is left running (or spinning) without its server."""
+    """In the app process before exec: ask Linux to kill it when the server dies, even by
+    SIGKILL, so no app is left running (or spinning) without its server. SIGKILL, because the
+    app catches SIGTERM (an orphaned app was seen spinning at 78% CPU with SIGTERM pending)."""
     try:
         import ctypes
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
 
@@ -180,9 +181,17 @@ class GuardedServer(Server):
             await websocket.close()
         finally:
             if service is not None:
-                await service.stop()
-                self.apps.discard(service)
+                await self._end(service)
         return websocket
+
+    async def _end(self, service: _AppProcess) -> None:
+        """Ask the app to quit; if it has not within a few seconds, kill it (a browser that
+        left must not leave its app running)."""
+        try:
+            await asyncio.wait_for(service.stop(), timeout=5)
+        except Exception:  # noqa: BLE001  a timeout, or stop() failing on a process already gone
+            service.kill()
+        self.apps.discard(service)
 
     async def _process_messages(self, websocket: web.WebSocketResponse, service: AppService) -> None:
         async for message in websocket:

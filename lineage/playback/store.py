@@ -9,6 +9,7 @@ equals the one made, bit for bit.
 """
 from __future__ import annotations
 
+import ctypes
 import tempfile
 import threading
 from collections import OrderedDict
@@ -18,8 +19,20 @@ from .frame import Frame
 MEMORY_BUDGET = 128 << 20      # bytes of frames kept in memory: ~850 k3-mini frames
 
 
+def _give_large_frees_back() -> None:
+    """glibc raises its mmap threshold each time a large block is freed, so a long session's
+    growing caches and frames move onto the heap, where the holes evicted frames leave are never
+    returned: a k3-mini session held 1.8 GB after 3,000 steps with the store, 0.58 GB with the
+    threshold fixed at its default (which also stops the raising). Not glibc: nothing to do."""
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(-3, 128 << 10)      # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
 class FrameStore:
     def __init__(self, budget: int = MEMORY_BUDGET):
+        _give_large_frees_back()
         self.budget = budget
         self._file = tempfile.TemporaryFile(prefix="lineage-frames-")
         self._spans: list[tuple[int, int]] = []          # (offset, length) of frame i in the file
@@ -32,15 +45,14 @@ class FrameStore:
         return len(self._spans)
 
     def append(self, frame: Frame) -> None:
-        data = frame.to_bytes()
         with self._lock:
             if frame.step != len(self._spans):
                 raise ValueError(f"frames are stored in order: expected step {len(self._spans)}, got {frame.step}")
             self._file.seek(self._end)
-            self._file.write(data)
-            self._spans.append((self._end, len(data)))
-            self._end += len(data)
-            self._keep(frame.step, frame, len(data))
+            n = frame.write_to(self._file)              # piece by piece: no frame-sized temporary
+            self._spans.append((self._end, n))
+            self._end += n
+            self._keep(frame.step, frame, n)
 
     def __getitem__(self, i: int) -> Frame:
         with self._lock:

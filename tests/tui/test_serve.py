@@ -150,6 +150,10 @@ def test_same_origin_with_token_runs_the_app_and_no_shell(server):
                 return got, apps
     got, apps = asyncio.run(go())
     assert len(got) >= 20000, got[-500:]
+    deadline = time.monotonic() + 20              # the browser left: its app process ends with it
+    while any(_alive(p) for p in apps) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in apps), "an app process outlived its connection"
     assert not (server["cwd"] / "PWNED").exists() and not (ROOT / "PWNED").exists()
     # a connection is open again while the server is told to stop
     async def hold():
