@@ -69,11 +69,19 @@ class RoutingView:
 
 
 @dataclass(frozen=True, eq=False)
+class DepthRead:
+    """One attention-residual read: before a layer's mixer or its FFN, softmax weights over the
+    sources so far (the embedding, each completed block, the block so far)."""
+    layer: int
+    part: str                    # "mixer" or "ffn"
+    weights: np.ndarray          # (N,)
+
+
+@dataclass(frozen=True, eq=False)
 class DepthView:
-    """Attention-residual weights over earlier depths: each read's (layer, part, weights (N,))
-    in layer order, part 0 before the mixer and 1 before the FFN; `final` before the output head."""
-    reads: tuple
-    final: np.ndarray | None
+    """A model's attention-residual reads in layer order; `final` the read before the output head."""
+    reads: tuple                 # DepthRead, ...
+    final: np.ndarray | None     # (N,)
 
 
 @dataclass(frozen=True)
@@ -153,8 +161,9 @@ class Views:
                            self._array(m, "load", layer), self._layer(m, layer).get("shared_share"))
 
     def depth(self, m: int) -> DepthView:
-        reads = tuple((layer, j, w) for layer in range(len(self.meta["models"][m]["layers"]))
-                      for j in (0, 1) if (w := self._array(m, f"attnres{j}", layer)) is not None)
+        reads = tuple(DepthRead(layer, part, w) for layer in range(len(self.meta["models"][m]["layers"]))
+                      for j, part in enumerate(("mixer", "ffn"))
+                      if (w := self._array(m, f"attnres{j}", layer)) is not None)
         return DepthView(reads, self._array(m, "attnres_final"))
 
     def cache(self, m: int, config: dict) -> CacheView:

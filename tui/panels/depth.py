@@ -22,10 +22,10 @@ def depth_table(cur, i: int, p: dict):
     bs = cfg["attnres"]["block_size"]
     depth = f.depth(m)
     rows = []                      # (label, completed-block weights, partial-sum weight or None)
-    for layer, j, w in depth.reads:
+    for r in depth.reads:
         # the first read of a block comes before anything was added to it: no partial sum yet
-        fresh = j == 0 and layer % bs == 0
-        rows.append((f"L{layer} {('mixer', 'ffn')[j]}", w if fresh else w[:-1], None if fresh else w[-1]))
+        fresh, w = r.part == "mixer" and r.layer % bs == 0, r.weights
+        rows.append((f"L{r.layer} {r.part}", w if fresh else w[:-1], None if fresh else w[-1]))
     if depth.final is not None:
         rows.append(("output", depth.final[:-1], depth.final[-1]))
     n_blocks = max(len(b) for _, b, _ in rows)
