@@ -1,8 +1,9 @@
 """A Frame: everything the panels need at one step, as plain numpy arrays and JSON-able values.
 
-Nothing here needs torch: a frame recorded on a GPU box reads on a laptop. Arrays are keyed
-by path, "m{model}/l{layer}/{name}" for per-layer data and "m{model}/{name}" for per-model data;
-`meta` holds scalars and text (token, caption, cache lengths and bytes, ...).
+Nothing here needs torch: a frame recorded on a GPU box reads on a laptop. This is the storage:
+arrays keyed by path ("m{model}/l{layer}/{name}" for per-layer data, "m{model}/{name}" per
+model) and `meta` (scalars and text). Which fields there are, how a model's observations become
+them and the typed records they read back as (`frame.state(m, layer)`, ...) is `observe.py`.
 """
 from __future__ import annotations
 
@@ -13,33 +14,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..escapes import visible_tree
+from .observe import Views
 
 
 @dataclass(frozen=True, eq=False)
-class Frame:
+class Frame(Views):
     step: int
     meta: dict = field(default_factory=dict)
     arrays: dict = field(default_factory=dict)      # str -> np.ndarray
-
-    # -- reading ----------------------------------------------------------------------
-    def get(self, model: int, name: str, layer: int | None = None):
-        key = f"m{model}/{name}" if layer is None else f"m{model}/l{layer}/{name}"
-        return self.arrays.get(key)
-
-    def model_meta(self, model: int) -> dict:
-        return self.meta["models"][model]
-
-    def layer_meta(self, model: int, layer: int) -> dict:
-        return self.meta["models"][model]["layers"][layer]
-
-    def last_write(self, model: int, layer: int, head: int) -> np.ndarray:
-        """One head's last write to its state, delta S = k^T u (K, V) in float64: u = v for
-        linear attention (it adds), beta (v - read-back) for the delta rule (it corrects what k
-        recalled). Frames keep k, v, the read-back and beta, not a second K x V matrix."""
-        k, v, read = (self.get(model, n, layer)[head].astype(np.float64) for n in ("k", "v", "read"))
-        beta = self.get(model, "beta", layer)
-        linear = self.layer_meta(model, layer)["mixer"] == "linear"
-        return np.outer(k, v if linear else (1.0 if beta is None else float(beta[head])) * (v - read))
 
     # -- equality is bit-for-bit ------------------------------------------------------
     def __eq__(self, other) -> bool:

@@ -3,14 +3,12 @@ memories fed a task's events, or there are none (a figure alone); the session pi
 once, at the start (`make_runner`), and asks it for each step's frame fields.
 
 A runner gives `info_models`, `device` and `backend` (for the trace's info) and
-`step(i) -> (meta, arrays)`: the step's meta fields and its arrays keyed "m{model}/...".
+`step(i) -> (meta, arrays)`: the step's frame fields, made by `observe`.
 """
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-
-import numpy as np
 
 from ..arithmetic import count
 from ..scenario.build import build_config
@@ -20,6 +18,7 @@ from ..scenario.reader import Located
 from ..scenario.schema import Scenario
 from ..scenario.tasks import generate
 from ..tokenizer import ByteTokenizer
+from . import observe
 
 
 def make_runner(sc: Scenario, device: str, notes: list[str]):
@@ -101,12 +100,10 @@ class LMRunner:
             token, source = self.tokens[pos], "input"
         else:
             token, source = self._decode(self.models[0].logits), sc.decoding.mode
-        meta = dict(pos=pos, token=int(token), text=ByteTokenizer().token_str(token) if token < 256 else str(token),
-                    source=source, answer=self.answers.get(pos))
-        if pos + 1 < len(self.tokens):
-            meta["next_input"] = int(self.tokens[pos + 1])
-        meta["models"], arrays = _side_by_side(r.step(int(token)) for r in self.models)
-        return meta, arrays
+        text = ByteTokenizer().token_str(token) if token < 256 else str(token)
+        nxt = int(self.tokens[pos + 1]) if pos + 1 < len(self.tokens) else None
+        fields = observe.token_meta(pos, int(token), text, source, self.answers.get(pos), nxt)
+        return observe.lm_step_fields(fields, (r.step(int(token)) for r in self.models))
 
     def _decode(self, logits) -> int:
         torch = self.torch
@@ -137,28 +134,8 @@ class MemoryRunner:
 
     def step(self, i: int) -> tuple[dict, dict]:
         ev = self.events[i]
-        models, arrays = _side_by_side(_memory_fields(mem, ev) for mem in self.memories)
-        return {"event": ev.label(), "models": models}, arrays
-
-
-def _side_by_side(steps) -> tuple[list, dict]:
-    """Each model's (meta, arrays) -> the list of metas and the arrays keyed "m{model}/..."."""
-    models, arrays = [], {}
-    for m, (mm, ar) in enumerate(steps):
-        models.append(mm)
-        arrays.update({f"m{m}/{k}": v for k, v in ar.items()})
-    return models, arrays
-
-
-def _memory_fields(mem, ev) -> tuple[dict, dict]:
-    o = mem.step(ev)
-    arrays = {"l0/S": o["S"].numpy()[None], "l0/k": o["k"].numpy()[None], "l0/v": o["v"].numpy()[None],
-              "l0/read": o["read"].numpy()[None], "l0/decay": o["decay"].numpy()[None],
-              "l0/beta": np.array([o["beta"]]), "recall": o["recall"].numpy(), "target": o["target"].numpy(),
-              "recall_keys": np.array(o["recall_keys"], dtype=np.int32)}
-    if o["out"] is not None:
-        arrays["out"] = o["out"].numpy()
-    return {"layers": [{"mixer": mem.spec.rule, "ffn": "none"}], "event": ev.label()}, arrays
+        return observe.memory_step_fields(
+            ev.label(), (observe.memory_fields(mem.step(ev), mem.spec.rule, ev.label()) for mem in self.memories))
 
 
 class SteppedModel:
@@ -180,7 +157,7 @@ class SteppedModel:
         self.device = device
         self.state = None
         self.logits = None
-        self.load: dict[int, np.ndarray] = {}
+        self.load: dict = {}                         # layer -> tokens per expert so far
         # on CUDA the observed step is launch bound: after the first token, capture it in a CUDA
         # graph (LINEAGE_GRAPH=0 turns this off; =compile also runs torch.compile first). Models
         # with learned positions index by a host integer and step eagerly.
@@ -212,50 +189,7 @@ class SteppedModel:
                 self.stepper = GraphStep(self.model, self.state, self.capacity,
                                          compile=self.graph_mode == "compile")
         self.logits = logits[0].float()
-        meta, arrays = _lm_observations(obs, self.cfg)
-        for i, kind in enumerate(self.cfg.ffns):      # routing load so far, so no panel re-reads history
-            if kind == "moe":
-                load = self.load.setdefault(i, np.zeros(self.cfg.moe.n_experts, dtype=np.int32))
-                load[arrays[f"l{i}/experts"]] += 1
-                arrays[f"l{i}/load"] = load.copy()
-        return meta, arrays
-
-
-def _lm_observations(obs: dict, cfg) -> tuple[dict, dict]:
-    """Batch element 0 of a model's observations -> (meta, arrays) for a Frame."""
-    arrays: dict = {}
-    layers = []
-    for i, lo in enumerate(obs["layers"]):
-        mx, ff = lo["mixer"], lo["ffn"]
-        meta = {"mixer": cfg.mixers[i], "ffn": cfg.ffns[i]}
-        p = f"l{i}/"
-        if "S" in mx:
-            arrays[p + "S"] = _compact(mx["S"][0])                       # (H, K, V)
-            for name in ("k", "v", "read"):
-                if name in mx:
-                    arrays[p + name] = _f32(mx[name][0])                 # (H, K) / (H, V)
-            if mx.get("beta") is not None:
-                arrays[p + "beta"] = _f32(mx["beta"][0])                 # (H,)
-            if mx.get("decay") is not None:
-                arrays[p + "decay"] = _f32(mx["decay"][0])               # (H,) or (H, K)
-            meta["state_bytes"] = int(mx["state_bytes"])
-        if "attn" in mx:   # a static (graph) cache attends over its whole buffer: keep the written part
-            arrays[p + "attn"] = _compact(mx["attn"][0][:, :int(mx["cache_len"])])   # (H, L)
-            meta["cache_len"], meta["cache_bytes"] = int(mx["cache_len"]), int(mx["cache_bytes"])
-        if ff.get("kind") == "moe":
-            arrays[p + "scores"] = _f32(ff["scores"][0])                 # (E,)
-            arrays[p + "experts"] = ff["experts"][0].cpu().numpy().astype(np.int32)   # (k,)
-            arrays[p + "weights"] = _f32(ff["weights"][0])               # (k,)
-            if ff.get("shared_share") is not None:
-                meta["shared_share"] = float(ff["shared_share"][0])
-        for j, w in enumerate(lo.get("attnres") or []):
-            arrays[p + f"attnres{j}"] = _f32(w[:, 0])                    # (N,) sources of this point
-        layers.append(meta)
-    if "attnres_final" in obs:
-        arrays["attnres_final"] = _f32(obs["attnres_final"][:, 0])
-    arrays["top_ids"] = obs["top_ids"][0].cpu().numpy().astype(np.int32)
-    arrays["top_probs"] = _f32(obs["top_probs"][0])
-    return {"layers": layers}, arrays
+        return observe.lm_fields(obs, self.cfg, self.load)
 
 
 def _load_checkpoint(model, sc: Scenario, base_dir: Path | None) -> None:
@@ -283,16 +217,3 @@ def _load_checkpoint(model, sc: Scenario, base_dir: Path | None) -> None:
 
 def _weights_error(sc: Scenario, msg: str) -> ScenarioError:
     return ScenarioError([Problem(sc.source or "<scenario>", 1, 1, "weights.checkpoint", msg)])
-
-
-def _compact(a) -> np.ndarray:
-    """Large float matrices are stored in float16 (3 significant digits is what a heatmap and
-    its cursor readout show) unless their range needs float32."""
-    a = a.detach().float().cpu().numpy()
-    if a.size and np.isfinite(a).all() and np.abs(a).max() < 6e4:
-        return a.astype(np.float16)
-    return a
-
-
-def _f32(a) -> np.ndarray:
-    return a.detach().float().cpu().numpy()

@@ -14,6 +14,7 @@ from ..figures import figure_row, figure_steps
 from ..scenario.checks import total_steps
 from ..scenario.schema import Scenario
 from ..files import open_regular
+from . import observe
 from .frame import Frame
 from .runners import make_runner
 from .store import FrameStore
@@ -97,9 +98,9 @@ class Session(Cursor):
 
     def _make(self, i: int) -> Frame:
         sc = self.sc
-        meta = {"caption": _caption(sc, i)}
-        if sc.figure is not None:   # a figure's slider follows the steps (held at its last setting)
-            meta["figure"] = figure_row(sc.figure, min(i, figure_steps(sc.figure) - 1))
+        # a figure's slider follows the steps (held at its last setting)
+        row = figure_row(sc.figure, min(i, figure_steps(sc.figure) - 1)) if sc.figure is not None else None
+        meta = observe.step_meta(_caption(sc, i), row)
         fields, arrays = self.runner.step(i)
         meta.update(fields)
         return Frame(i, meta, arrays)

@@ -34,7 +34,7 @@ from .frame import Frame
 MAGIC = b"LNTRACE\n"
 FORMAT = 1
 _REC = struct.Struct("<cII")
-MAX_FRAME_BYTES = 64 << 20      # one frame, decompressed; k3-mini's is ~150 KB
+MAX_FRAME_BYTES = 64 << 20      # one frame, decompressed; k3-mini's is ~118 KB
 MAX_META_BYTES = 16 << 20       # header or footer JSON, decompressed (the scenario text is at most 1 MiB)
 
 

@@ -32,7 +32,8 @@ def test_bundled_scenario_records_20_steps(path, tmp_path):
 
 
 def _recall(frame, model):
-    keys, rec = frame.get(model, "recall_keys"), frame.get(model, "recall")
+    r = frame.recall(model)
+    keys, rec = r.keys, r.recall
     return {int(k): float(r[0]) for k, r in zip(keys, rec)}
 
 
@@ -43,7 +44,7 @@ def test_two_facts_numbers():
     assert additive[0] == pytest.approx(1.70, abs=1e-12) and additive[1] == pytest.approx(1.70, abs=1e-12)
     assert delta[1] == pytest.approx(1.00, abs=1e-12) and delta[0] == pytest.approx(1.21, abs=1e-12)
     f = s.jump(2)                                # reading the old fact back
-    assert float(f.get(1, "out")[0]) == pytest.approx(1.21, abs=1e-12)
+    assert float(f.readout(1)[0]) == pytest.approx(1.21, abs=1e-12)
 
 
 def test_toy_memory_is_the_real_rule():
@@ -62,23 +63,23 @@ def test_toy_memory_is_the_real_rule():
 def test_recall_scenario_shows_interference():
     s = Session(load(SC / "recall.yaml"))
     f = s.end()
-    err = {m: np.linalg.norm(f.get(m, "recall") - f.get(m, "target"), axis=1).mean() for m in (0, 1)}
+    err = {m: np.linalg.norm(f.recall(m).recall - f.recall(m).target, axis=1).mean() for m in (0, 1)}
     assert err[0] > 2 * err[1]                   # additive memory interferes, delta rule corrects
 
 
 def test_gating_scenario_forgets_old_topic():
     s = Session(load(SC / "fig5_gating.yaml"))
     f = s.end()
-    old = [int(k) for k in f.get(0, "recall_keys")][:4]     # topic A's keys were written first
-    err = {m: np.linalg.norm(f.get(m, "recall") - f.get(m, "target"), axis=1)[:4].mean() for m in (0, 1)}
+    old = [int(k) for k in f.recall(0).keys][:4]     # topic A's keys were written first
+    err = {m: np.linalg.norm(f.recall(m).recall - f.recall(m).target, axis=1)[:4].mean() for m in (0, 1)}
     assert err[1] > 0.9 and err[0] < 0.5, (old, err)
 
 
 def test_channel_decay_scenario_keeps_slow_rows():
     s = Session(load(SC / "fig6_channel_decay.yaml"))
     f = s.end()
-    err = dict(zip(f.get(0, "recall_keys").tolist(),
-                   np.linalg.norm(f.get(0, "recall") - f.get(0, "target"), axis=1)))
+    err = dict(zip(f.recall(0).keys.tolist(),
+                   np.linalg.norm(f.recall(0).recall - f.recall(0).target, axis=1)))
     assert err[0] < 1e-9 and err[1] < 1e-9          # keys 0, 1 live on the channels that hold
     assert err[2] > 0.7 and err[3] > 0.7            # keys 2, 3 on the channels that fade
 
@@ -130,7 +131,7 @@ def test_greedy_and_sampled_decoding_past_the_input():
         frames = [s.frame(i) for i in range(6)]
         assert [f.meta["source"] for f in frames] == ["input", "input"] + [mode] * 4
         if mode == "greedy":   # the token fed next is the argmax of the previous step
-            assert frames[3].meta["token"] == int(frames[2].get(0, "top_ids")[0])
+            assert frames[3].meta["token"] == int(frames[2].guesses(0).ids[0])
 
 
 def test_prefill_uses_forward_then_steps():
@@ -138,7 +139,7 @@ def test_prefill_uses_forward_then_steps():
     s = Session(loads(text))
     assert s.total == 5 and s.frame(0).meta["pos"] == 6
     full = Session(loads(text.replace("decoding: {prefill: 6}\n", "")))
-    a, b = s.frame(0).get(0, "top_probs"), full.frame(6).get(0, "top_probs")
+    a, b = s.frame(0).guesses(0).probs, full.frame(6).guesses(0).probs
     assert np.allclose(a, b, atol=1e-5)          # chunked prefill lands where stepping does
 
 
@@ -248,7 +249,7 @@ def test_checkpoint_weights(tmp_path, monkeypatch):
     loaded = s.runner.models[0].model
     assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), model.state_dict().values()))
     seeded = Session(loads(text.replace(", checkpoint: w.safetensors", "")))
-    assert not np.array_equal(s.frame(0).get(0, "top_probs"), seeded.frame(0).get(0, "top_probs"))
+    assert not np.array_equal(s.frame(0).guesses(0).probs, seeded.frame(0).guesses(0).probs)
     # a checkpoint of another shape names the problem
     save_file({"wte.weight": torch.zeros(3, 3)}, str(tmp_path / "bad.safetensors"))
     (tmp_path / "b.yaml").write_text(text.replace("w.safetensors", "bad.safetensors"))

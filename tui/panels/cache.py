@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from lineage.arithmetic import batch_per_card, measured_memory
+from lineage.arithmetic import batch_per_card
 
 from ..widgets.text_box import TextBox, rows_of
 from .base import Panel
@@ -17,8 +17,8 @@ def text_form(cur, i: int, p: dict, width: int) -> list[str]:
     for m, model in enumerate(info["models"]):
         if model["kind"] != "lm":
             continue
-        b = measured_memory(f.model_meta(m)["layers"], model["config"])
-        cache_b, n_tok, state_b = b["latent"] + b["kv"], b["tokens"], b["state"]
+        b = f.cache(m, model["config"])
+        cache_b, n_tok, state_b = b.cache, b.tokens, b.state
         per_tok = cache_b / n_tok if n_tok else 0.0
         lines.append(f"  {model['name']}: {n_tok} tokens cached, cache {fmt_bytes(cache_b)} "
                      f"({per_tok:,.0f} B/token), recurrent state {fmt_bytes(state_b)} (constant)")
@@ -33,12 +33,6 @@ def text_form(cur, i: int, p: dict, width: int) -> list[str]:
             bar_s = int(min(40, 40 * state_b / max(per_tok * ctx, state_b, 1)))
             lines.append(f"  {n:>9,} cache {'#' * bar_c:<40} state {'=' * bar_s}")
     return lines
-
-
-def model_bytes(frame, info: dict, m: int) -> dict:
-    """Measured cache / state of model m at this frame, and per-token rates to project with."""
-    model = info["models"][m]
-    return {**measured_memory(frame.model_meta(m)["layers"], model["config"]), "params": model.get("params", 0)}
 
 
 SERIES = [("orange", "c"), ("blue", "m"), ("green", "s")]       # plotext colour, no-colour marker
@@ -60,22 +54,22 @@ class CachePanel(Panel):
         if info["models"][m]["kind"] != "lm":
             self.put(self.query_one("#legend", TextBox), "cache: this is a toy memory (no cache)")
             return
-        b = model_bytes(f, info, m)
+        b = f.cache(m, info["models"][m]["config"])
         ctx = int(self.options.get("context") or 1 << 20)
-        per_tok = b["latent_per_tok"] + b["kv_per_tok"]
-        cross = b["state"] / per_tok if per_tok else None
+        per_tok = b.per_tok
+        cross = b.state / per_tok if per_tok else None
         width = max(30, (self.content_region.width or 80) - 2)
         height = 16 if width >= 60 else 11
         plot = self._plot(b, ctx, cross, width, height)
         self.put(self.query_one("#plot", TextBox), plot)
-        weights = int(b["params"] * 2)
-        batch = batch_per_card(ctx, int(per_tok), weights, state_bytes=b["state"]) if per_tok else None
+        weights = int(info["models"][m].get("params", 0) * 2)
+        batch = batch_per_card(ctx, int(per_tok), weights, state_bytes=b.state) if per_tok else None
         t = Text()
-        t.append(f"now {b['tokens']:,} tokens: cache {fmt_bytes(b['latent'] + b['kv'])} ({per_tok:,.0f} B/token), "
-                 f"state {fmt_bytes(b['state'])} (constant)")
+        t.append(f"now {b.tokens:,} tokens: cache {fmt_bytes(b.cache)} ({per_tok:,.0f} B/token), "
+                 f"state {fmt_bytes(b.state)} (constant)")
         if cross:
             t.append(f"\ncrossover at {cross:,.0f} tokens: state larger before, cache after")
-        t.append(f"\nat {ctx:,} tokens: cache {fmt_bytes(per_tok * ctx)}, as plain MHA {fmt_bytes(b['kv_equiv_per_tok'] * ctx)}")
+        t.append(f"\nat {ctx:,} tokens: cache {fmt_bytes(per_tok * ctx)}, as plain MHA {fmt_bytes(b.kv_equiv_per_tok * ctx)}")
         if batch is not None:
             t.append(f"; {batch:,} sequences per 141 GB card (fp32 cache)")
         self.put(self.query_one("#legend", TextBox), t)
@@ -84,7 +78,7 @@ class CachePanel(Panel):
         if self.styles.height is None or self.styles.height.value != height:
             self.styles.height = height
 
-    def _plot(self, b: dict, ctx: int, cross, width: int, height: int):
+    def _plot(self, b, ctx: int, cross, width: int, height: int):
         """Log-log lines, drawn on log10 values with linear axes (plotext's own log scale
         samples too coarsely for straight lines), ticks labelled in tokens and bytes."""
         import math
@@ -95,21 +89,21 @@ class CachePanel(Panel):
         plt.clf()
         plt.plotsize(width, height)
         plt.theme("clear" if self.app.no_color else "pro")
-        per_tok = b["latent_per_tok"] + b["kv_per_tok"]
-        lines = [("latent/KV cache", per_tok), ("as plain MHA KV", b["kv_equiv_per_tok"])]
+        per_tok = b.per_tok
+        lines = [("latent/KV cache", per_tok), ("as plain MHA KV", b.kv_equiv_per_tok)]
         nc = self.app.no_color
         for (label, rate), (colour, mark) in zip(lines, SERIES):
             if rate:
                 plt.plot(xs, [math.log10(rate) + x for x in xs], marker=mark if nc else "hd", color=colour)
-        if b["state"]:
+        if b.state:
             colour, mark = SERIES[2]
-            plt.plot(xs, [math.log10(b["state"])] * len(xs), marker=mark if nc else "hd", color=colour)
-        if b["tokens"]:
-            plt.vline(math.log10(b["tokens"]))
+            plt.plot(xs, [math.log10(b.state)] * len(xs), marker=mark if nc else "hd", color=colour)
+        if b.tokens:
+            plt.vline(math.log10(b.tokens))
         if cross and cross > 1:
             plt.vline(math.log10(cross))
-        lo = min([math.log10(r) for _, r in lines if r] + [math.log10(b["state"] or 1)])
-        hi = max([math.log10(r) + top for _, r in lines if r] + [math.log10(b["state"] or 1)])
+        lo = min([math.log10(r) for _, r in lines if r] + [math.log10(b.state or 1)])
+        hi = max([math.log10(r) + top for _, r in lines if r] + [math.log10(b.state or 1)])
         yt = [y for y in range(int(lo), int(hi) + 2, max(1, (int(hi) - int(lo)) // 5))]
         plt.yticks(yt, [fmt_bytes(10 ** y) for y in yt])
         xt = list(range(0, int(top) + 1))

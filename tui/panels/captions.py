@@ -8,7 +8,7 @@ from .base import TextPanel
 
 
 def text_form(cur, i: int, p: dict, width: int) -> list[str]:
-    text = cur.frame(i).meta.get("caption")
+    text = cur.frame(i).caption()
     return [f"note: {text}"] if text else ["note: (none at this step)"]
 
 
@@ -17,5 +17,5 @@ class CaptionsPanel(TextPanel):
     text_form = staticmethod(text_form)
 
     def rich(self, cursor, i: int) -> Text:
-        text = cursor.frame(i).meta.get("caption")
+        text = cursor.frame(i).caption()
         return Text(text or "(no note at this step)", Style(italic=not text, color="#ffd75f" if text else None))

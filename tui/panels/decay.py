@@ -22,8 +22,8 @@ def text_form(cur, i: int, p: dict, width: int) -> list[str]:
     span = max(1, min(width - 12, 48))
     cols = []
     for j in range(max(0, i - span + 1), i + 1):
-        d = cur.frame(j).get(m, "decay", layer)
-        cols.append(np.atleast_1d(d[h]).astype(np.float64) if d is not None else None)
+        d = cur.frame(j).decay(m, layer)
+        cols.append(d.head(h) if d is not None else None)
     cols = [c for c in cols if c is not None]
     if not cols:
         return ["decay: no decay recorded"]
@@ -54,8 +54,8 @@ class DecayPanel(SweepPanel):
         h = self.options.get("head", 0)
 
         def column(j):
-            d = cursor.frame(j).get(m, "decay", layer)
-            return np.atleast_1d(d[min(h, d.shape[0] - 1)]).astype(np.float64)
+            d = cursor.frame(j).decay(m, layer)
+            return d.head(min(h, d.alpha.shape[0] - 1))
 
         A = self._sweep.update((m, layer, h), i, column, self.size.width)
         hm = self.query_one(Heatmap)

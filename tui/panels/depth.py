@@ -19,20 +19,15 @@ def depth_table(cur, i: int, p: dict):
     cfg = info["models"][m]["config"]
     if not cfg.get("attnres"):
         return None
-    n = len(cfg["mixers"])
     bs = cfg["attnres"]["block_size"]
+    depth = f.depth(m)
     rows = []                      # (label, completed-block weights, partial-sum weight or None)
-    for layer in range(n):
-        for j, part in enumerate(("mixer", "ffn")):
-            w = f.get(m, f"attnres{j}", layer)
-            if w is None:
-                continue
-            # the first read of a block comes before anything was added to it: no partial sum yet
-            fresh = j == 0 and layer % bs == 0
-            rows.append((f"L{layer} {part}", w if fresh else w[:-1], None if fresh else w[-1]))
-    final = f.get(m, "attnres_final")
-    if final is not None:
-        rows.append(("output", final[:-1], final[-1]))
+    for r in depth.reads:
+        # the first read of a block comes before anything was added to it: no partial sum yet
+        fresh, w = r.part == "mixer" and r.layer % bs == 0, r.weights
+        rows.append((f"L{r.layer} {r.part}", w if fresh else w[:-1], None if fresh else w[-1]))
+    if depth.final is not None:
+        rows.append(("output", depth.final[:-1], depth.final[-1]))
     n_blocks = max(len(b) for _, b, _ in rows)
     names = ["emb"] + [f"b{k}" for k in range(1, n_blocks)] + ["part"]
     title = (f"depth: {model_name(info, m)} attention residual weights over sources "

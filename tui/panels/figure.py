@@ -7,7 +7,7 @@ from .common import fmt_bytes
 
 
 def text_form(cur, i: int, p: dict, width: int) -> list[str]:
-    row = cur.frame(i).meta.get("figure")
+    row = cur.frame(i).figure()
     if row is None:
         return ["figure: none"]
     kind = row["kind"]

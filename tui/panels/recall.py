@@ -11,9 +11,10 @@ def text_form(cur, i: int, p: dict, width: int) -> list[str]:
     f, info = cur.frame(i), cur.info
     lines = ["recall: every fact written so far, read back with its own key"]
     for m in range(len(info["models"])):
-        keys, rec, tgt = f.get(m, "recall_keys"), f.get(m, "recall"), f.get(m, "target")
-        if keys is None:
+        r = f.recall(m)
+        if r is None:
             continue
+        keys, rec, tgt = r.keys, r.recall, r.target
         lines.append(f"  {model_name(info, m)}:")
         for key, r, t in zip(keys, rec, tgt):
             err = float(np.linalg.norm(r - t))

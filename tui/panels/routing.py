@@ -28,10 +28,10 @@ def text_form(cur, i: int, p: dict, width: int) -> list[str]:
     picks = np.zeros((E, 0), dtype=np.int8)
     for j in range(max(0, i - span + 1), i + 1):
         col = np.zeros((E, 1), dtype=np.int8)
-        col[cur.frame(j).get(m, "experts", layer), 0] = 1
+        col[cur.frame(j).routing(m, layer).experts, 0] = 1
         picks = np.concatenate([picks, col], axis=1)
-    load = f.get(m, "load", layer)
-    experts, weights = f.get(m, "experts", layer), f.get(m, "weights", layer)
+    r = f.routing(m, layer)
+    load, experts, weights = r.load, r.experts, r.weights
     lines = [f"routing: {model_name(info, m)} layer {layer}: {moe['top_k']} of {E} experts per token "
              f"+ {moe['n_shared']} shared (# picked now, + earlier)"]
     for e in range(E):
@@ -39,7 +39,7 @@ def text_form(cur, i: int, p: dict, width: int) -> list[str]:
         row = "".join("+" if x else "." for x in picks[e, :-1]) + now
         lines.append(f"  e{e:<3}{row}  load {int(load[e]) if load is not None else 0}")
     lines.append("  now: " + ", ".join(f"e{int(e)} {float(w):.2f}" for e, w in zip(experts, weights))
-                 + (f"; shared share {f.layer_meta(m, layer).get('shared_share', 0):.2f}" if moe["n_shared"] else ""))
+                 + (f"; shared share {r.shared_share or 0:.2f}" if moe["n_shared"] else ""))
     return lines
 
 
@@ -61,24 +61,21 @@ class RoutingPanel(SweepPanel):
         moe = info["models"][m]["config"]["moe"]
         E = moe["n_experts"]
         def column(j):
-            fj = cursor.frame(j)
-            col = np.zeros(E)
-            col[fj.get(m, "experts", layer)] = fj.get(m, "weights", layer)
-            return col
+            return cursor.frame(j).routing(m, layer).per_expert(E)
 
         W = self._sweep.update((m, layer), i, column, self.size.width)     # (experts, steps)
         hm = self.query_one(Heatmap)
         hm.set_marker(self._sweep.column_of(i))
         hm.set_data(W, "sequential", vmax=1.0)
-        load = f.get(m, "load", layer)
-        share = f.layer_meta(m, layer).get("shared_share")
+        r = f.routing(m, layer)
+        load, share = r.load, r.shared_share
         self.set_title(f"routing · L{layer} · {moe['top_k']} of {E} experts + {moe['n_shared']} shared")
         t = Text("load  ")
         if load is not None:
             top = max(int(load.max()), 1)
             t.append("".join(SPARK[int(x * 8 // top)] for x in load))
             t.append(f"  max {top}, idle {int((load == 0).sum())}")
-        now = ", ".join(f"e{int(e)} {float(w):.2f}" for e, w in zip(f.get(m, "experts", layer), f.get(m, "weights", layer)))
+        now = ", ".join(f"e{int(e)} {float(w):.2f}" for e, w in zip(r.experts, r.weights))
         t.append(f"\nnow: {now}")
         if share is not None:
             t.append(f"   shared share {share:.2f}")

@@ -13,18 +13,6 @@ from .common import LEGEND, heat_rows, model_name, pick_layer
 QUANTITIES = ("S", "dS", "error")
 
 
-def state_quantity(f, m: int, layer: int, h: int, q: str) -> np.ndarray:
-    """One head's state matrix S (K, V), its last write delta S = k^T u (K, V; u = v for linear
-    attention, beta (v - read-back) for the delta rule), or the error v - read-back (V,), in
-    float64. Only the quantity asked for is computed."""
-    if q == "S":
-        return f.get(m, "S", layer)[h].astype(np.float64)
-    if q == "dS":
-        return f.last_write(m, layer, h)
-    v, read = (f.get(m, n, layer)[h].astype(np.float64) for n in ("v", "read"))
-    return v - read
-
-
 def text_form(cur, i: int, p: dict, width: int) -> list[str]:
     f, info = cur.frame(i), cur.info
     m = p.get("model", 0)
@@ -32,16 +20,16 @@ def text_form(cur, i: int, p: dict, width: int) -> list[str]:
     if layer is None:
         return [f"state: {model_name(info, m)} has no recurrent state"]
     h = p.get("head", 0)
-    S = f.get(m, "S", layer)
-    if S is None:
+    st = f.state(m, layer)
+    if st is None:
         return [f"state: layer {layer} holds no state matrix"]
-    kind = f.layer_meta(m, layer)["mixer"]
+    kind = st.mixer
     q = p.get("quantity", "S")
-    M = state_quantity(f, m, layer, h, q)
+    M = st.quantity(h, q)
     title = {"S": "S, the state", "dS": "delta S, the last write", "error": "v - read-back, what the write corrects"}[q]
     lines = [f"state: {model_name(info, m)} layer {layer} ({kind}) head {h}: {title}"]
     if q == "error":
-        v = f.get(m, "v", layer)[h].astype(np.float64)
+        v = st.v[h].astype(np.float64)
         lines.append("  " + " ".join(f"{x:+.2f}" for x in M[:16]) + (" ..." if M.size > 16 else ""))
         lines.append(f"  |v - read| = {np.linalg.norm(M):.4f}   |v| = {np.linalg.norm(v):.4f}")
         return lines
@@ -66,11 +54,12 @@ class StatePanel(HeatmapPanel):
         if layer is None:
             self.put(self.query_one("#legend", TextBox), "this model has no recurrent state")
             return
-        H = f.get(m, "S", layer).shape[0]
+        st = f.state(m, layer)
+        H = st.heads
         h = self.options["head"] = min(self.options.get("head", 0), H - 1)
-        kind = f.layer_meta(m, layer)["mixer"]
+        kind = st.mixer
         q = self.options.get("quantity", "S")
-        data = state_quantity(f, m, layer, h, q)
+        data = st.quantity(h, q)
         if q == "error":
             data = data[None, :]                                    # one row: (1, V)
         hm = self.query_one(Heatmap)
@@ -97,8 +86,8 @@ class StatePanel(HeatmapPanel):
         if self._shown is None:
             return False
         cursor, i = self._shown
-        S = cursor.frame(i).get(self.options.get("model", 0), "S", self.current_layer(cursor.info))
-        self.options["head"] = (self.options.get("head", 0) + delta) % S.shape[0]
+        st = cursor.frame(i).state(self.options.get("model", 0), self.current_layer(cursor.info))
+        self.options["head"] = (self.options.get("head", 0) + delta) % st.heads
         return True
 
     def cycle_quantity(self) -> bool:

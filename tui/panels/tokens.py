@@ -12,22 +12,25 @@ from .common import model_name, token_name
 def text_form(cur, i: int, p: dict, width: int) -> list[str]:
     f = cur.frame(i)
     info = cur.info
-    if "event" in f.meta:
-        lines = [f"step {i + 1} / {cur.total}: {f.meta['event']}"]
+    event = f.event()
+    if event is not None:
+        lines = [f"step {i + 1} / {cur.total}: {event}"]
         for m in range(len(info["models"])):
-            out = f.get(m, "out")
+            out = f.readout(m)
             if out is not None:
                 lines.append(f"  {model_name(info, m)} reads back: " + " ".join(f"{x:.2f}" for x in out))
         return lines
     # the stream: frames already made are the tokens seen so far
     lo = max(0, i - (width - 20) // 2)
-    shown = [cur.frame(j).meta for j in range(lo, i + 1)]
-    text = "".join(("[" + m["text"] + "]") if m["pos"] == f.meta["pos"] else m["text"] for m in shown)
-    lines = [f"tokens (pos {f.meta['pos']}, {f.meta['source']}): ..." + text[-(width - 30):]]
-    if f.meta.get("answer") is not None:
-        lines.append(f"  query: the right answer next is {token_name(f.meta['answer'])!r}")
+    now = f.token()
+    shown = [cur.frame(j).token() for j in range(lo, i + 1)]
+    text = "".join(("[" + t.text + "]") if t.pos == now.pos else t.text for t in shown)
+    lines = [f"tokens (pos {now.pos}, {now.source}): ..." + text[-(width - 30):]]
+    if now.answer is not None:
+        lines.append(f"  query: the right answer next is {token_name(now.answer)!r}")
     for m in range(len(info["models"])):
-        ids, probs = f.get(m, "top_ids"), f.get(m, "top_probs")
+        g = f.guesses(m)
+        ids, probs = g.ids, g.probs
         top = "  ".join(f"{token_name(int(t))!r} {float(q):.3f}" for t, q in zip(ids[:5], probs[:5]))
         lines.append(f"  {model_name(info, m)} next: {top}")
     return lines
@@ -40,22 +43,24 @@ class TokensPanel(TextPanel):
 
     def rich(self, cursor, i: int) -> Text:
         f = cursor.frame(i)
-        if "event" in f.meta:
+        if f.event() is not None:
             return Text("\n".join(text_form(cursor, i, self.options, self.size.width)))
         t = Text()
         width = max(20, self.size.width - 4)
         lo = max(0, i - width + 8)
         for j in range(lo, i + 1):
-            m = cursor.frame(j).meta
+            tok = cursor.frame(j).token()
             if j == i:
-                t.append(m["text"], Style(reverse=True, bold=True))
+                t.append(tok.text, Style(reverse=True, bold=True))
             else:
-                t.append(m["text"], Style(dim=m["source"] != "input"))
-        t.append(f"\npos {f.meta['pos']} ({f.meta['source']})")
-        if f.meta.get("answer") is not None:
-            t.append(f"  want next: {token_name(f.meta['answer'])!r}", Style(color="#ffaf00"))
+                t.append(tok.text, Style(dim=tok.source != "input"))
+        now = f.token()
+        t.append(f"\npos {now.pos} ({now.source})")
+        if now.answer is not None:
+            t.append(f"  want next: {token_name(now.answer)!r}", Style(color="#ffaf00"))
         for m, model in enumerate(cursor.info["models"]):
-            ids, probs = f.get(m, "top_ids"), f.get(m, "top_probs")
+            g = f.guesses(m)
+            ids, probs = g.ids, g.probs
             t.append(f"\n{model['name']}: ")
             for tok, q in list(zip(ids, probs))[:5]:
                 bar = "█" * max(1, int(float(q) * 40))

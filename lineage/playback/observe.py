@@ -1,0 +1,311 @@
+"""The frame contract: every field a frame holds is named here, written here from a model's
+observations, and read back here as a small typed record. Nothing else spells a field key.
+
+Write side (torch in, numpy out; torch itself is never imported): `lm_fields` and
+`memory_fields` turn one model's step into (meta, arrays), `side_by_side` files several models'
+arrays under "m{model}/", `token_meta` and `step_meta` give the step's own fields.
+
+Read side (`Views`, which Frame inherits): `frame.state(m, layer)`, `decay`, `routing`,
+`depth`, `cache`, `token`, `guesses`, `recall`, `event`, `readout`, `caption`, `figure`. A
+panel reads these records' fields and never recomputes mechanism arithmetic.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..arithmetic import measured_memory
+
+
+# -- the records (eq=False where they hold arrays: equal frames are Frame.__eq__'s business) -----
+@dataclass(frozen=True, eq=False)
+class StateView:
+    """One recurrent layer's K x V state per head, and the write that made this step's S."""
+    mixer: str                 # linear, deltanet, gdn, kda (or a toy memory's rule)
+    S: np.ndarray              # (H, K, V) after this step's write
+    dS: np.ndarray             # (H, K, V) the write itself, k^T u
+    k: np.ndarray              # (H, K)
+    v: np.ndarray              # (H, V)
+    read: np.ndarray           # (H, V) what k recalled before the write
+    beta: np.ndarray | None    # (H,) write strength; None where the rule has none
+
+    @property
+    def heads(self) -> int:
+        return self.S.shape[0]
+
+    def quantity(self, h: int, q: str) -> np.ndarray:
+        """Head h's S (K, V), its last write dS (K, V), or the error v - read-back (V,), in float64."""
+        if q == "S":
+            return self.S[h].astype(np.float64)
+        if q == "dS":
+            return self.dS[h].astype(np.float64)
+        return self.v[h].astype(np.float64) - self.read[h].astype(np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class DecayView:
+    """alpha = exp(g): (H,) one per head (Gated DeltaNet) or (H, K) one per key channel (KDA)."""
+    alpha: np.ndarray
+
+    def head(self, h: int) -> np.ndarray:
+        """Head h's alpha as a column: (1,) or (K,), float64."""
+        return np.atleast_1d(self.alpha[h]).astype(np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class RoutingView:
+    scores: np.ndarray           # (E,) the router's scores
+    experts: np.ndarray          # (k,) int: the experts this token went to
+    weights: np.ndarray          # (k,) their weights
+    load: np.ndarray | None      # (E,) int: tokens each expert took so far
+    shared_share: float | None   # the share of the output from the shared experts
+
+    def per_expert(self, n_experts: int) -> np.ndarray:
+        """(E,) this token's weight on every expert, 0 where it was not routed."""
+        col = np.zeros(n_experts)
+        col[self.experts] = self.weights
+        return col
+
+
+@dataclass(frozen=True, eq=False)
+class DepthRead:
+    """One attention-residual read: before a layer's mixer or its FFN, softmax weights over the
+    sources so far (the embedding, each completed block, the block so far)."""
+    layer: int
+    part: str                    # "mixer" or "ffn"
+    weights: np.ndarray          # (N,)
+
+
+@dataclass(frozen=True, eq=False)
+class DepthView:
+    """A model's attention-residual reads in layer order; `final` the read before the output head."""
+    reads: tuple                 # DepthRead, ...
+    final: np.ndarray | None     # (N,)
+
+
+@dataclass(frozen=True)
+class CacheView:
+    """What a model held at this step (bytes), and per-token rates to project with."""
+    tokens: int
+    kv: int
+    latent: int
+    state: int
+    kv_per_tok: float
+    latent_per_tok: float
+    kv_equiv_per_tok: float      # what the MLA layers would cache as plain multi-head K and V
+
+    @property
+    def cache(self) -> int:
+        """The MLA latent and softmax KV caches together."""
+        return self.latent + self.kv
+
+    @property
+    def per_tok(self) -> float:
+        return self.latent_per_tok + self.kv_per_tok
+
+
+@dataclass(frozen=True)
+class TokenView:
+    pos: int
+    token: int
+    text: str                    # the token as shown
+    source: str                  # input, or the decoding mode that chose it
+    answer: int | None           # the right next token where the task asks
+
+
+@dataclass(frozen=True, eq=False)
+class GuessView:
+    ids: np.ndarray              # (top,) the model's likeliest next tokens
+    probs: np.ndarray            # (top,)
+
+
+@dataclass(frozen=True, eq=False)
+class RecallView:
+    """A toy memory's facts so far, each read back with its own key."""
+    keys: np.ndarray             # (n,) key ids, in write order
+    recall: np.ndarray           # (n, V) what each key reads
+    target: np.ndarray           # (n, V) what it should
+
+
+# -- the read side ----------------------------------------------------------------------------
+class Views:
+    """The records of a frame; Frame inherits these (its `meta` and `arrays` are the storage)."""
+
+    def _array(self, m: int, name: str, layer: int | None = None):
+        return self.arrays.get(f"m{m}/{name}" if layer is None else f"m{m}/l{layer}/{name}")
+
+    def _layer(self, m: int, layer: int) -> dict:
+        return self.meta["models"][m]["layers"][layer]
+
+    def state(self, m: int, layer: int) -> StateView | None:
+        S = self._array(m, "S", layer)
+        if S is None:
+            return None
+        mixer = self._layer(m, layer)["mixer"]
+        k, v, read, beta = (self._array(m, n, layer) for n in ("k", "v", "read", "beta"))
+        dS = self._array(m, "dS", layer)
+        if dS is None:          # a trace recorded before frames kept the write: rebuild it
+            dS = _write(mixer, k, v, read, beta)
+        return StateView(mixer, S, dS, k, v, read, beta)
+
+    def decay(self, m: int, layer: int) -> DecayView | None:
+        d = self._array(m, "decay", layer)
+        return None if d is None else DecayView(d)
+
+    def routing(self, m: int, layer: int) -> RoutingView | None:
+        experts = self._array(m, "experts", layer)
+        if experts is None:
+            return None
+        return RoutingView(self._array(m, "scores", layer), experts, self._array(m, "weights", layer),
+                           self._array(m, "load", layer), self._layer(m, layer).get("shared_share"))
+
+    def depth(self, m: int) -> DepthView:
+        reads = tuple(DepthRead(layer, part, w) for layer in range(len(self.meta["models"][m]["layers"]))
+                      for j, part in enumerate(("mixer", "ffn"))
+                      if (w := self._array(m, f"attnres{j}", layer)) is not None)
+        return DepthView(reads, self._array(m, "attnres_final"))
+
+    def cache(self, m: int, config: dict) -> CacheView:
+        """config: the model's config as a plain dict (a trace's info)."""
+        return CacheView(**measured_memory(self.meta["models"][m]["layers"], config))
+
+    def token(self) -> TokenView | None:
+        """The step's token (None in a toy memory's frames, which have events)."""
+        if "pos" not in self.meta:
+            return None
+        mt = self.meta
+        return TokenView(mt["pos"], mt["token"], mt["text"], mt["source"], mt.get("answer"))
+
+    def guesses(self, m: int) -> GuessView:
+        return GuessView(self._array(m, "top_ids"), self._array(m, "top_probs"))
+
+    def recall(self, m: int) -> RecallView | None:
+        keys = self._array(m, "recall_keys")
+        return None if keys is None else RecallView(keys, self._array(m, "recall"), self._array(m, "target"))
+
+    def event(self) -> str | None:
+        """A toy memory's event at this step (write, read, ...), as shown."""
+        return self.meta.get("event")
+
+    def readout(self, m: int) -> np.ndarray | None:
+        """(V,) what a toy memory read back at a read event."""
+        return self._array(m, "out")
+
+    def caption(self) -> str | None:
+        return self.meta.get("caption")
+
+    def figure(self) -> dict | None:
+        """The seed figure's row at this step (a dict keyed by what the figure measures)."""
+        return self.meta.get("figure")
+
+
+def _write(mixer: str, k, v, read, beta) -> np.ndarray:
+    """(H, K, V) the write k^T u in float64: u = v for linear attention (it adds), beta (v -
+    read-back) for the delta rule (it corrects what k recalled)."""
+    k, v, read = (a.astype(np.float64) for a in (k, v, read))
+    u = v if mixer == "linear" else (1.0 if beta is None else beta.astype(np.float64)[:, None]) * (v - read)
+    return k[:, :, None] * u[:, None, :]                                          # (H, K, V)
+
+
+# -- the write side ---------------------------------------------------------------------------
+def step_meta(caption: str | None, figure_row: dict | None) -> dict:
+    meta = {"caption": caption}
+    if figure_row is not None:
+        meta["figure"] = figure_row
+    return meta
+
+
+def token_meta(pos: int, token: int, text: str, source: str, answer, next_input: int | None) -> dict:
+    meta = dict(pos=pos, token=token, text=text, source=source, answer=answer)
+    if next_input is not None:
+        meta["next_input"] = next_input
+    return meta
+
+
+def side_by_side(steps) -> tuple[list, dict]:
+    """Each model's (meta, arrays) -> the list of metas and the arrays keyed "m{model}/..."."""
+    models, arrays = [], {}
+    for m, (mm, ar) in enumerate(steps):
+        models.append(mm)
+        arrays.update({f"m{m}/{k}": v for k, v in ar.items()})
+    return models, arrays
+
+
+def lm_step_fields(token_fields: dict, model_steps) -> tuple[dict, dict]:
+    meta = dict(token_fields)
+    meta["models"], arrays = side_by_side(model_steps)
+    return meta, arrays
+
+
+def memory_step_fields(label: str, model_steps) -> tuple[dict, dict]:
+    models, arrays = side_by_side(model_steps)
+    return {"event": label, "models": models}, arrays
+
+
+def memory_fields(o: dict, rule: str, label: str) -> tuple[dict, dict]:
+    """A toy memory's step (float64 tensors, one head) -> (meta, arrays) with a head axis of 1."""
+    arrays = {"l0/S": o["S"].numpy()[None], "l0/dS": o["dS"].numpy()[None], "l0/k": o["k"].numpy()[None],
+              "l0/v": o["v"].numpy()[None], "l0/read": o["read"].numpy()[None],
+              "l0/decay": o["decay"].numpy()[None], "l0/beta": np.array([o["beta"]]),
+              "recall": o["recall"].numpy(), "target": o["target"].numpy(),
+              "recall_keys": np.array(o["recall_keys"], dtype=np.int32)}
+    if o["out"] is not None:
+        arrays["out"] = o["out"].numpy()
+    return {"layers": [{"mixer": rule, "ffn": "none"}], "event": label}, arrays
+
+
+def lm_fields(obs: dict, cfg, load: dict) -> tuple[dict, dict]:
+    """Batch element 0 of a language model's observations -> (meta, arrays) for a Frame.
+    load: layer -> (E,) int32 tokens per expert so far, updated here, so no panel re-reads history."""
+    arrays: dict = {}
+    layers = []
+    for i, lo in enumerate(obs["layers"]):
+        mx, ff = lo["mixer"], lo["ffn"]
+        meta = {"mixer": cfg.mixers[i], "ffn": cfg.ffns[i]}
+        p = f"l{i}/"
+        if "S" in mx:
+            arrays[p + "S"] = _compact(mx["S"][0])                       # (H, K, V)
+            if "dS" in mx:
+                arrays[p + "dS"] = _compact(mx["dS"][0])                 # (H, K, V)
+            for name in ("k", "v", "read"):
+                if name in mx:
+                    arrays[p + name] = _f32(mx[name][0])                 # (H, K) / (H, V)
+            if mx.get("beta") is not None:
+                arrays[p + "beta"] = _f32(mx["beta"][0])                 # (H,)
+            if mx.get("decay") is not None:
+                arrays[p + "decay"] = _f32(mx["decay"][0])               # (H,) or (H, K)
+            meta["state_bytes"] = int(mx["state_bytes"])
+        if "attn" in mx:   # a static (graph) cache attends over its whole buffer: keep the written part
+            arrays[p + "attn"] = _compact(mx["attn"][0][:, :int(mx["cache_len"])])   # (H, L)
+            meta["cache_len"], meta["cache_bytes"] = int(mx["cache_len"]), int(mx["cache_bytes"])
+        if ff.get("kind") == "moe":
+            arrays[p + "scores"] = _f32(ff["scores"][0])                 # (E,)
+            experts = arrays[p + "experts"] = ff["experts"][0].cpu().numpy().astype(np.int32)   # (k,)
+            arrays[p + "weights"] = _f32(ff["weights"][0])               # (k,)
+            if ff.get("shared_share") is not None:
+                meta["shared_share"] = float(ff["shared_share"][0])
+            counts = load.setdefault(i, np.zeros(cfg.moe.n_experts, dtype=np.int32))
+            counts[experts] += 1
+            arrays[p + "load"] = counts.copy()                           # (E,)
+        for j, w in enumerate(lo.get("attnres") or []):
+            arrays[p + f"attnres{j}"] = _f32(w[:, 0])                    # (N,) sources of this point
+        layers.append(meta)
+    if "attnres_final" in obs:
+        arrays["attnres_final"] = _f32(obs["attnres_final"][:, 0])
+    arrays["top_ids"] = obs["top_ids"][0].cpu().numpy().astype(np.int32)
+    arrays["top_probs"] = _f32(obs["top_probs"][0])
+    return {"layers": layers}, arrays
+
+
+def _compact(a) -> np.ndarray:
+    """Large float matrices are stored in float16 (3 significant digits is what a heatmap and
+    its cursor readout show) unless their range needs float32."""
+    a = a.detach().float().cpu().numpy()
+    if a.size and np.isfinite(a).all() and np.abs(a).max() < 6e4:
+        return a.astype(np.float16)
+    return a
+
+
+def _f32(a) -> np.ndarray:
+    return a.detach().float().cpu().numpy()

@@ -1,0 +1,41 @@
+"""The frame contract (lineage/playback/observe.py): frames keep the write the model made, and
+the panels read typed records, never keys."""
+import re
+from pathlib import Path
+
+import numpy as np
+
+from lineage.playback.session import Session
+from lineage.scenario import load
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_toy_frames_keep_the_write_the_memory_made():
+    """S after a step is the decayed S before it plus dS, exactly (the toy runs in float64)."""
+    s = Session(load(ROOT / "scenarios/recall.yaml"), device="cpu")
+    for m in range(2):
+        prev = np.zeros_like(s.frame(0).state(m, 0).S)
+        for i in range(8):
+            st, d = s.frame(i).state(m, 0), s.frame(i).decay(m, 0)
+            decayed = prev * d.alpha[:, :, None]                           # (H, K, V)
+            assert np.abs(st.S - (decayed + st.dS)).max() < 1e-12
+            prev = st.S
+
+
+def test_language_model_frames_keep_the_write():
+    """A linear-attention layer adds k^T v: the frame's dS is that write (stored in float16)."""
+    s = Session(load(ROOT / "scenarios/lineage_compare.yaml"), device="cpu")
+    f = s.frame(3)
+    st = f.state(0, 0)
+    assert st.mixer == "linear" and st.dS.dtype == np.float16
+    want = st.k[:, :, None].astype(np.float64) * st.v[:, None, :]            # (H, K, V)
+    assert np.abs(st.dS - want).max() <= 1e-3 * np.abs(want).max()
+
+
+def test_panels_read_records_not_keys():
+    for path in (ROOT / "tui/panels").glob("*.py"):
+        src = path.read_text()
+        for bad in (r"\.arrays\b", r"\.meta\b", r"layer_meta|model_meta|last_write", r"\.get\(m\b",
+                    r"np\.outer|einsum", r"measured_memory"):
+            assert not re.search(bad, src), f"{path.name} reads a frame by key or redoes its arithmetic: {bad}"
