@@ -17,11 +17,21 @@ SC = ROOT / "scenarios"
 
 
 async def settle(pilot, app, index=None, timeout=60.0):
-    """Wait until the app's workers are done; then a frame is shown (and, if given, it is
-    frame `index`)."""
-    await asyncio.wait_for(settled(pilot), timeout)
-    assert app.cursor is not None and app.frames_shown and (index is None or app.index == index), \
-        f"no frame (index {app.index}, wanted {index})"
+    """Wait until the app's workers are done and a frame is shown (and, if given, it is frame
+    `index`). Workers done is not enough alone: the first frame is asked for after a refresh,
+    so on a loaded machine the workers can all be done before its worker has started."""
+    def shown() -> bool:
+        return app.cursor is not None and app.frames_shown and (index is None or app.index == index)
+
+    async def until_shown():
+        await settled(pilot)
+        while not shown():
+            await pilot.pause(0.05)
+            await settled(pilot)
+    try:
+        await asyncio.wait_for(until_shown(), timeout)
+    except asyncio.TimeoutError:
+        raise AssertionError(f"no frame (index {app.index}, wanted {index})") from None
 
 
 def counter(app) -> str:
