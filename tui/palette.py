@@ -24,26 +24,35 @@ SEQUENTIAL = ["#262626", "#005f5f", "#008787", "#00af87", "#00d787", "#5fff87", 
 
 _DIV_STYLES = [Color.parse(c) for c in DIVERGING]
 _SEQ_STYLES = [Color.parse(c) for c in SEQUENTIAL]
+NAN = -1                  # the index of a value that is not a number: drawn in a colour no scale uses
+_NAN_STYLE = Color.parse("#ff00ff")
 
 
 def diverging_index(x: np.ndarray, vmax: float) -> np.ndarray:
     """Map values to 0..12 (6 is zero) with a symmetric scale of +-vmax."""
     half = len(DIVERGING) // 2
-    if vmax <= 0:
-        return np.full(np.shape(x), half, dtype=np.int64)
-    r = np.clip(np.asarray(x, dtype=np.float64) / vmax, -1.0, 1.0)
+    x = np.asarray(x, dtype=np.float64)
+    nan = np.isnan(x)                                                   # inf clips to the scale's ends
+    if not np.isfinite(vmax) or vmax <= 0:
+        return np.where(nan, NAN, half).astype(np.int64)
+    r = np.clip(np.where(nan, 0.0, x) / vmax, -1.0, 1.0)
     steps = np.ceil(np.abs(r) * half - 1e-9).astype(np.int64)          # 0 only for |r| tiny
     steps[np.abs(r) < 0.02] = 0
-    return half + np.sign(r).astype(np.int64) * steps
+    return np.where(nan, NAN, half + np.sign(r).astype(np.int64) * steps)
 
 
 def sequential_index(x: np.ndarray, vmin: float = 0.0, vmax: float = 1.0) -> np.ndarray:
     n = len(SEQUENTIAL) - 1
-    r = np.clip((np.asarray(x, dtype=np.float64) - vmin) / max(vmax - vmin, 1e-12), 0.0, 1.0)
-    return np.rint(r * n).astype(np.int64)
+    x = np.asarray(x, dtype=np.float64)
+    nan = np.isnan(x)
+    span = vmax - vmin if np.isfinite(vmax - vmin) else 1.0
+    r = np.clip((np.where(nan, vmin if np.isfinite(vmin) else 0.0, x) - vmin) / max(span, 1e-12), 0.0, 1.0)
+    return np.where(nan, NAN, np.rint(np.nan_to_num(r) * n)).astype(np.int64)
 
 
 def colour(idx: int, scale: str) -> Color:
+    if idx < 0:
+        return _NAN_STYLE
     return (_DIV_STYLES if scale == "diverging" else _SEQ_STYLES)[idx]
 
 
@@ -57,6 +66,8 @@ def half_block(top: int, bottom: int | None, scale: str) -> Style:
 
 def glyph(idx: int, scale: str) -> str:
     """No-colour stand-in for one value: sign and magnitude as a character."""
+    if idx < 0:
+        return "?"                     # not a number
     if scale == "diverging":
         half = len(DIVERGING) // 2
         level = abs(idx - half)

@@ -171,6 +171,9 @@ class TraceReader:
             raise TraceError(f"{self.path}: corrupt or empty: no header record")
         if not (isinstance(header.get("scenario"), str) and isinstance(header.get("info"), dict)):
             raise TraceError(f"{self.path}: corrupt: the header lacks its scenario text or info")
+        problem = _info_problem(header["info"])
+        if problem is not None:
+            raise TraceError(f"{self.path}: corrupt: the header's info {problem}")
         if header.get("format") != FORMAT:
             raise TraceError(f"{self.path}: trace format {header.get('format')} is not supported (this lineage reads {FORMAT})")
         if footer is None and problem is None:
@@ -234,3 +237,18 @@ class TraceReader:
 
     def close(self) -> None:
         self._f.close()
+
+
+def _info_problem(info: dict) -> str | None:
+    """What the app needs of a trace's info and this one lacks (it reads these without a
+    fallback: a title, and per model its kind, name and config), or None."""
+    if not isinstance(info.get("title"), str):
+        return "has no title"
+    models = info.get("models")
+    if not isinstance(models, list):
+        return "has no list of models"
+    for m, model in enumerate(models):
+        if not (isinstance(model, dict) and isinstance(model.get("kind"), str) and isinstance(model.get("name"), str)
+                and (model.get("config") is None or isinstance(model.get("config"), dict))):
+            return f"has a model {m} without its kind, name or config"
+    return None

@@ -44,7 +44,7 @@ def _trace(records: list[bytes], footer: bool = True) -> bytes:
 
 
 def _header(**over) -> bytes:
-    head = {"format": 1, "lineage": "0.1.0", "scenario": SCENARIO, "info": {"title": "t"}} | over
+    head = {"format": 1, "lineage": "0.1.0", "scenario": SCENARIO, "info": {"title": "t", "models": []}} | over
     return _rec(b"H", json.dumps(head).encode())
 
 
@@ -75,6 +75,8 @@ def _hostile() -> dict[str, bytes]:
         "footer_is_a_list": MAGIC + _header() + _rec(b"F", ok) + _rec(b"E", b"[1, 2]"),
         "header_without_info": _trace([_rec(b"H", json.dumps({"format": 1, "scenario": SCENARIO}).encode())]),
         "header_is_a_string": _trace([_rec(b"H", b'"hello"')]),
+        "info_without_models": _trace([_header(info={"title": "t"})]),
+        "info_model_without_kind": _trace([_header(info={"title": "t", "models": [{"name": "m"}]})]),
         "frame_truncated_zlib": _trace([_header(), (lambda z: REC.pack(b"F", len(z), zlib.crc32(z)) + z)(
             zlib.compress(ok)[:-6])]),
     }
@@ -137,7 +139,7 @@ def test_writer_refuses_a_frame_no_reader_would_take(tmp_path, monkeypatch):
 def test_a_good_trace_still_reads(tmp_path):
     frames = [Frame(i, {"token": str(i)}, {"m0/x": np.full((3, 5), i, np.float16), "m0/b": np.ones(2, bool)})
               for i in range(3)]
-    with TraceWriter(tmp_path / "t.trace", SCENARIO, {"title": "t"}) as w:
+    with TraceWriter(tmp_path / "t.trace", SCENARIO, {"title": "t", "models": []}) as w:
         for f in frames:
             w.write(f)
     r = TraceReader(tmp_path / "t.trace")

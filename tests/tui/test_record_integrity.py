@@ -44,7 +44,7 @@ def test_output_that_is_the_scenario_is_refused(tmp_path, capsys):
 
 def test_concurrent_recording_is_refused(tmp_path, capsys):
     out = tmp_path / "r.trace"
-    other = TraceWriter(out, "x", {})          # another recording holds r.trace.partial
+    other = TraceWriter(out, "x", {"title": "x", "models": []})    # another recording holds r.trace.partial
     assert main(["record", RECALL, "-o", str(out), "--steps", "3"]) == 2
     _one_line(capsys, "another recording")
     other.close()

@@ -3,7 +3,7 @@ registry from kind to panel: adding a panel is its file, its class in PANELS (an
 here, and its kind in the scenario schema (tests/tui/test_panels.py checks the two agree)."""
 from __future__ import annotations
 
-from .base import Panel
+from .base import DRAW_ERRORS, Panel
 from .cache import CachePanel
 from .captions import CaptionsPanel
 from .decay import DecayPanel
@@ -40,5 +40,8 @@ def render(cur, i: int, panel: str | None = None, width: int = 100) -> str:
     out = [f"{cur.info['title']} - step {i + 1} / {cur.total}"]
     for p in chosen:
         out.append("")
-        out += PANELS[p["kind"]].text_form(cur, i, p, width)
+        try:
+            out += PANELS[p["kind"]].text_form(cur, i, p, width)
+        except DRAW_ERRORS as e:        # values it cannot draw: said in its place, as the app does
+            out.append(f"{p['kind']}: step {i + 1} cannot be drawn: {e}")
     return "\n".join(out) + "\n"

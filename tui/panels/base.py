@@ -9,11 +9,17 @@ import time
 
 from rich.text import Text
 from textual.containers import Vertical
+from textual.markup import escape
 
 from ..player import Throttle
 from ..widgets.heatmap import Heatmap
 from ..widgets.sweep import Sweep
 from ..widgets.text_box import TextBox
+
+
+# what a panel's drawing raises on values it cannot draw (NaN or inf from a diverging model or
+# a stranger's trace, shapes a trace got wrong): shown on the panel, never a crash
+DRAW_ERRORS = (ValueError, TypeError, KeyError, IndexError, ZeroDivisionError, OverflowError)
 
 
 class Panel(Vertical, can_focus=True):
@@ -40,6 +46,7 @@ class Panel(Vertical, can_focus=True):
         self.border_title = self.title()
         self.playing = False           # the screen says so: text is paced while playing
         self._shown = None             # (cursor, i) last drawn: resizes and pickers redraw it
+        self._notice = False           # the border subtitle says the shown step cannot be drawn
         self._pace = Throttle(self.MIN_INTERVAL)
         self._text_pace: dict[str, Throttle] = {}
 
@@ -53,8 +60,16 @@ class Panel(Vertical, can_focus=True):
 
     # -- drawing ------------------------------------------------------------------------
     def show(self, cursor, i: int) -> None:
+        """Draw step i. Data a panel cannot draw (NaN where a count is due, a trace's odd
+        values) becomes a notice on the panel's border, and the app carries on."""
         self._shown = (cursor, i)
-        self.draw(cursor, i)
+        if self._notice:                       # the last step could not be drawn; this one may
+            self.border_subtitle, self._notice = "", False
+        try:
+            self.draw(cursor, i)
+        except DRAW_ERRORS as e:
+            self.border_subtitle = escape(f"step {i + 1} cannot be drawn: {e}"[:120])
+            self._notice = True
 
     def draw(self, cursor, i: int) -> None:
         raise NotImplementedError
