@@ -14,7 +14,7 @@ from ..arithmetic import count
 from ..scenario.build import build_config
 from ..scenario.checks import total_steps
 from ..scenario.problems import Problem, ScenarioError
-from ..scenario.reader import Located
+from ..scenario.reader import Located, load_text
 from ..scenario.schema import Scenario
 from ..scenario.tasks import generate
 from ..tokenizer import ByteTokenizer
@@ -193,6 +193,7 @@ class SteppedModel:
 
 
 def _load_checkpoint(model, sc: Scenario, base_dir: Path | None) -> None:
+    import torch
     from safetensors.torch import load_file
     path = Path(sc.weights.checkpoint)
     if not path.is_absolute() and base_dir is not None:
@@ -201,6 +202,9 @@ def _load_checkpoint(model, sc: Scenario, base_dir: Path | None) -> None:
         tensors = load_file(str(path))
     except Exception as e:  # safetensors raises several kinds; all mean "not a usable file"
         raise _weights_error(sc, f"cannot read {path}: {e}") from None
+    for name, t in tensors.items():       # NaN or inf weights would make every panel NaN: refuse them here
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise _weights_error(sc, f"{path}: tensor {name} holds NaN or inf values")
     try:
         result = model.load_state_dict(tensors, strict=False)
     except RuntimeError as e:   # shape mismatches: keep torch's first line, it names the tensor
@@ -216,4 +220,10 @@ def _load_checkpoint(model, sc: Scenario, base_dir: Path | None) -> None:
 
 
 def _weights_error(sc: Scenario, msg: str) -> ScenarioError:
-    return ScenarioError([Problem(sc.source or "<scenario>", 1, 1, "weights.checkpoint", msg)])
+    """A problem found when the checkpoint is read (not by validate, which does not open it),
+    placed at the scenario's `weights.checkpoint` like every other problem with a field."""
+    file = sc.source or "<scenario>"
+    try:
+        return ScenarioError([load_text(sc.text or "", file).problem(("weights", "checkpoint"), msg)])
+    except ScenarioError:           # no text to place it in (a scenario built in code)
+        return ScenarioError([Problem(file, 1, 1, "weights.checkpoint", msg)])

@@ -260,3 +260,33 @@ def test_checkpoint_weights(tmp_path, monkeypatch):
     (tmp_path / "m.yaml").write_text(text.replace("w.safetensors", "missing.safetensors"))
     with pytest.raises(ScenarioError, match="no such file"):
         load(tmp_path / "m.yaml")
+
+
+def test_checkpoint_problems_point_at_the_field(tmp_path, monkeypatch):
+    """Problems found only when the checkpoint is read (NaN or inf weights, wrong shapes, a file
+    that is not safetensors) are placed at weights.checkpoint, not at 1:1."""
+    from safetensors.torch import save_file
+    import torch
+    from lineage.model import LM
+    from lineage.presets import get_preset
+    from lineage.scenario.problems import ScenarioError
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    state = {k: v.contiguous() for k, v in LM(get_preset("tiny-kda")).state_dict().items()}
+    first = next(k for k, v in state.items() if v.is_floating_point())
+    for name, bad in (("nan", float("nan")), ("inf", float("inf"))):
+        save_file({**state, first: torch.full_like(state[first], bad)}, str(tmp_path / f"{name}.safetensors"))
+    (tmp_path / "junk.safetensors").write_bytes(b"\xff" * 64)
+    import struct
+    (tmp_path / "huge.safetensors").write_bytes(struct.pack("<Q", 1 << 62) + b"{}")         # a header of 4 EiB
+    head = b'{"wte.weight": {"dtype": "F32", "shape": [1000000000, 1000000], "data_offsets": [0, 4]}}'
+    (tmp_path / "lies.safetensors").write_bytes(struct.pack("<Q", len(head)) + head + b"\0" * 4)
+    text = ("version: 1\ntitle: t\nmodel: {preset: tiny-kda}\ninput: {text: abc}\n"
+            "weights: {seed: 7, checkpoint: X.safetensors}\n")
+    for name, needle in (("nan", "NaN or inf"), ("inf", "NaN or inf"), ("junk", "cannot read"),
+                         ("huge", "cannot read"), ("lies", "cannot read")):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(text.replace("X", name))
+        with pytest.raises(ScenarioError) as e:
+            Session(load(path))
+        (p,) = e.value.problems
+        assert (p.line, p.col, p.path) == (5, 32, "weights.checkpoint") and needle in p.message, str(p)
