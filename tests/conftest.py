@@ -42,3 +42,11 @@ if UNDER_INTERPRETER:
         _index_one_element_arrays()
     except ImportError:     # no triton: the interpreted tests skip themselves
         pass
+
+
+# Hypothesis: CI runs each property test with its own bounded example count; a long local run
+# multiplies the unbounded ones: HYPOTHESIS_PROFILE=long python -m pytest tests/lineage
+from hypothesis import settings as _settings  # noqa: E402
+
+_settings.register_profile("long", max_examples=5000, deadline=None)
+_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))

@@ -3,6 +3,7 @@ head indices against them, panels against what each model holds, tasks, checkpoi
 Also how many frames a scenario yields (it depends on the input and the decoding)."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from .. import configs as C
@@ -108,6 +109,8 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
         elif key not in ("keys", "values"):
             problems.append(loc.problem(("weights", "set", key), f"unknown hand-set table {key!r} "
                                         f"(expected keys or values){did_you_mean(key, ['keys', 'values'])}", key=True))
+        elif sc.input is not None and sc.input.task is not None:
+            _check_table(sc, key, loc, problems)
     for j, p in enumerate(sc.panels):
         path = ("panels", j)
         if p.kind in ("figure",):
@@ -172,6 +175,27 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
 
 def _layers_of(cfg, kinds) -> str:
     return ", ".join(str(i) for i, m in enumerate(cfg.mixers) if m in kinds)
+
+
+def _check_table(sc: Scenario, key: str, loc: Located, problems: list) -> None:
+    """A hand-set keys or values table: rows of finite numbers as wide as every memory model's
+    keys (values), and at least as many rows as the task uses (the toy memory indexes them)."""
+    rows, path = sc.weights.set[key], ("weights", "set", key)
+    widths = {s.memory.key_dim if key == "keys" else s.memory.value_dim for s in sc.model_specs if s.memory}
+    if not (isinstance(rows, list) and rows and all(isinstance(r, list) for r in rows)):
+        problems.append(loc.problem(path, "expected a list of rows, each a list of numbers"))
+        return
+    width = min(widths)
+    for j, row in enumerate(rows):
+        if len(widths) > 1 or len(row) != width or not all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in row):
+            problems.append(loc.problem(path + (j,), f"row {j} must be {width} finite numbers "
+                                        f"({'key_dim' if key == 'keys' else 'value_dim'} of every memory model)"))
+            return
+    seq = generate(sc.input.task)
+    need = seq.n_keys if key == "keys" else seq.n_values
+    if len(rows) < need:
+        problems.append(loc.problem(path, f"has {len(rows)} rows; the task uses {need} {key}"))
 
 
 def input_length(sc: Scenario) -> int | None:

@@ -106,3 +106,20 @@ def test_the_whole_scenario_has_a_memory_budget():
         assert any(p.path == where and "GiB" in p.message and "limit" in p.message for p in e.value.problems), \
             [str(p) for p in e.value.problems]
     loads("version: 1\ntitle: t\nmodels:\n" + "  - {preset: gpt2-small}\n" * 2 + "input: {text: hello}\n", "m.yaml")
+
+
+@pytest.mark.parametrize("change, where", [
+    (("      - [0, 0, 0, 0, 0.5, -0.5, 0.5, -0.5]\n", ""), "weights.set.keys"),                  # 3 rows, 4 keys used
+    (("[0.5, 0.5, 0.5, 0.5, 0, 0, 0, 0]", "[0.5, .nan, 0.5, 0.5, 0, 0, 0, 0]"), "weights.set.keys[0]"),
+    (("[0.5, 0.5, 0.5, 0.5, 0, 0, 0, 0]", "[0.5, 0.5]"), "weights.set.keys[0]"),
+    (("[0.5, 0.5, 0.5, 0.5, 0, 0, 0, 0]", "[0.5, yes, 0.5, 0.5, 0, 0, 0, 0]"), "weights.set.keys[0]"),
+])
+def test_hand_set_tables(change, where):
+    """The toy memory's hand-set tables: a table with too few rows failed in record (a ValueError
+    traceback) after validate said yes."""
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[2] / "scenarios" / "fig6_channel_decay.yaml").read_text()
+    assert change[0] in text
+    with pytest.raises(ScenarioError) as e:
+        loads(text.replace(*change), "m.yaml")
+    assert any(p.path == where for p in e.value.problems), [str(p) for p in e.value.problems]
