@@ -37,3 +37,14 @@ def test_a_trace_of_nan_renders(tmp_path, capsys):
     assert main(["snapshot", str(path), "--step", "2", "-o", str(tmp_path / "x.svg")]) == 0
     svg = (tmp_path / "x.svg").read_text()
     assert "ff00ff" in svg.lower() and "cannot&#160;be&#160;drawn" in svg       # SVG text keeps spaces as &#160;
+
+
+def test_markup_in_a_panel_title_is_text(tmp_path):
+    """A panel title that looks like markup (an unclosed tag crashed the SVG export; a link
+    tag would become a terminal hyperlink) is shown as the text it is."""
+    path = tmp_path / "m.yaml"
+    path.write_text("version: 1\ntitle: t\nmodel: {preset: tiny-kda}\ninput: {text: hello}\n"
+                    'panels: [{kind: state, title: "[bold red]x[/"}, {kind: tokens, title: "[link=x]y"}]\n')
+    assert main(["snapshot", str(path), "--step", "2", "-o", str(tmp_path / "x.svg")]) == 0
+    svg = (tmp_path / "x.svg").read_text()
+    assert "[link=x]y" in svg                  # shown as typed, not turned into a hyperlink

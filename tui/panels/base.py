@@ -9,7 +9,7 @@ import time
 
 from rich.text import Text
 from textual.containers import Vertical
-from textual.markup import escape
+from textual.content import Content
 
 from ..player import Throttle
 from ..widgets.heatmap import Heatmap
@@ -43,7 +43,7 @@ class Panel(Vertical, can_focus=True):
     def __init__(self, options: dict, **kw):
         super().__init__(**kw)
         self.options = dict(options)
-        self.border_title = self.title()
+        self.border_title = Content(self.title())      # a scenario's title is text, never markup
         self.playing = False           # the screen says so: text is paced while playing
         self._shown = None             # (cursor, i) last drawn: resizes and pickers redraw it
         self._notice = False           # the border subtitle says the shown step cannot be drawn
@@ -55,8 +55,8 @@ class Panel(Vertical, can_focus=True):
 
     def set_title(self, text: str) -> None:
         """Changing a border title repaints the whole panel region; skip it when nothing changed."""
-        if self.border_title != text:
-            self.border_title = text
+        if str(self.border_title) != text:
+            self.border_title = Content(text)          # may hold a model's name from the scenario
 
     # -- drawing ------------------------------------------------------------------------
     def show(self, cursor, i: int) -> None:
@@ -68,7 +68,7 @@ class Panel(Vertical, can_focus=True):
         try:
             self.draw(cursor, i)
         except DRAW_ERRORS as e:
-            self.border_subtitle = escape(f"step {i + 1} cannot be drawn: {e}"[:120])
+            self.border_subtitle = Content(f"step {i + 1} cannot be drawn: {e}"[:120])
             self._notice = True
 
     def draw(self, cursor, i: int) -> None:
