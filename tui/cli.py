@@ -82,6 +82,11 @@ def _err(msg: str) -> int:
     return 2
 
 
+def _first_line(e: Exception) -> str:
+    """An error as one line: its message's first line, or its type when it has none."""
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
 def _list(args) -> int:
     from lineage.scenario.problems import ScenarioError
     from lineage.scenario.reader import load_file
@@ -150,7 +155,7 @@ def _open(path: str, salvage: bool = False):
     except FileNotFoundError:
         return None, _err(f"{path}: no such file")
     except (ValueError, RuntimeError) as e:     # never a traceback: one line, exit 2
-        return None, _err(f"{path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+        return None, _err(f"{path}: {_first_line(e)}")
 
 
 def _record(args) -> int:
@@ -183,7 +188,7 @@ def _record(args) -> int:
                     f"(lineage run {out} --salvage)")
     except Exception as e:  # noqa: BLE001  the model failed at a step: one line, and no stale .partial left
         _close_quietly(cur)
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        reason = _first_line(e)
         return _err(f"{args.scenario}: step {writer.frames + 1}: {reason}; the {writer.frames} frames before it "
                     f"are in {out}")
     try:
@@ -238,8 +243,7 @@ def _snapshot(args) -> int:
         raise
     except Exception as e:  # noqa: BLE001
         cur.close()
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        return _err(f"{args.source}: step {args.step}: {reason}")
+        return _err(f"{args.source}: step {args.step}: {_first_line(e)}")
     if out.suffix in (".svg", ".png"):
         from tui.snapshot import render_svg, svg_to_png
         try:

@@ -37,10 +37,8 @@ class Frame(Views):
     # -- bytes (no pickle: a trace from a stranger cannot run code) --------------------
     def parts(self) -> list:
         """The frame's bytes as pieces: the table's length, the table, then each array's memory
-        (views, not copies). Joined they are to_bytes(); written one by one (write_to) they need
-        no frame-sized buffer, which matters on a path run every step: a growing frame-sized
-        temporary each step fragments the C heap (glibc raises its mmap threshold after the
-        first one is freed), and resident memory grew about 1 MB a step in a long session."""
+        (views, not copies). Joined they are to_bytes(); written one by one (write_to), as the
+        session's frame store does every step, they need no frame-sized copy of the arrays."""
         table, views, offset = [], [], 0
         for key, a in self.arrays.items():
             a = np.ascontiguousarray(a)
