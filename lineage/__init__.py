@@ -11,3 +11,10 @@ Import torch-free pieces directly (`lineage.configs`, `lineage.presets`, `lineag
 `lineage.scenario`); nothing here imports textual or rich.
 """
 __version__ = "0.1.0"
+
+
+def load_pretrained(path, device="cpu", dtype=None):
+    """(LM, tokenizer or None) from a checkpoint directory in the Hugging Face layout; see
+    lineage.pretrained. Imported lazily: `import lineage` stays free of torch."""
+    from .pretrained import load_pretrained as load
+    return load(path, device, dtype)

@@ -1,0 +1,12 @@
+"""Real checkpoints in the Hugging Face layout, loaded into the project's own modules.
+
+    loader.py        load_pretrained: config -> ModelConfig, meta build, tensors streamed into place
+    shards.py        safetensors files (single or indexed shards), checked before reading; never pickle
+    hfconfig.py      config.json fields: read, known to be irrelevant, or refused
+    gpt2.py  kimi_linear.py  qwen3_next.py    one architecture each: config fields and tensor names
+    tokenizer.py     the checkpoint's tokenizer, or None
+"""
+from .loader import is_checkpoint, load_pretrained, read_model_config
+from .problems import PretrainedError
+
+__all__ = ["load_pretrained", "read_model_config", "is_checkpoint", "PretrainedError"]

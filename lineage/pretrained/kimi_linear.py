@@ -1,0 +1,2 @@
+"""stub"""
+MODEL_TYPE = "kimi_linear"

@@ -1,0 +1,122 @@
+"""`load_pretrained`: a checkpoint directory in the Hugging Face layout -> the project's own `LM`.
+
+The model is built on the meta device (no memory, no random init), each parameter is allocated
+once at its final dtype and device, and every checkpoint tensor is copied into its place as it
+is read, shard by shard: the weights exist once, never as a float32 or CPU copy of the whole.
+Which tensor goes where, and what each config field means, is the architecture's file.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..did_you_mean import did_you_mean
+from . import gpt2, kimi_linear, qwen3_next
+from .hfconfig import Fields, read_config
+from .problems import PretrainedError
+from .shards import Shards, weight_files
+from .tokenizer import load_tokenizer
+
+ARCHS = {m.MODEL_TYPE: m for m in (gpt2, kimi_linear, qwen3_next)}
+DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
+          "float16": "float16", "fp16": "float16", "float64": "float64"}
+
+
+def resolve_dir(path) -> Path:
+    """The directory holding config.json: `path` itself, or for a hub cache folder
+    (`models--org--name`) the snapshot that refs/main names (or its only snapshot)."""
+    root = Path(path).expanduser()
+    if not root.is_dir():
+        raise PretrainedError(f"{root}: not a directory (a checkpoint is a folder with config.json and *.safetensors)")
+    snaps = root / "snapshots"
+    if not (root / "config.json").exists() and snaps.is_dir():
+        ref = root / "refs" / "main"
+        if ref.is_file() and (snaps / ref.read_text().strip()).is_dir():
+            return snaps / ref.read_text().strip()
+        found = sorted(p for p in snaps.iterdir() if p.is_dir())
+        if len(found) == 1:
+            return found[0]
+        raise PretrainedError(f"{root}: {len(found)} snapshots and no refs/main; give the snapshot folder itself")
+    return root
+
+
+def is_checkpoint(path) -> bool:
+    """Whether `path` is a directory that looks like a checkpoint (for `lineage run PATH`)."""
+    p = Path(path).expanduser()
+    return p.is_dir() and ((p / "config.json").exists() or (p / "snapshots").is_dir())
+
+
+def read_model_config(path):
+    """(ModelConfig, architecture module, resolved dir, raw config) without reading any weights."""
+    root = resolve_dir(path)
+    raw = read_config(root)
+    kind = raw.get("model_type")
+    if kind not in ARCHS:
+        raise PretrainedError(f"{root / 'config.json'}: model_type {kind!r} is not supported{did_you_mean(kind, ARCHS)} "
+                              f"(lineage loads {', '.join(sorted(ARCHS))})")
+    arch = ARCHS[kind]
+    fields = Fields(raw, root / "config.json", kind)
+    cfg = arch.config(fields, root.name if root.parent.name != "snapshots" else root.parent.parent.name)
+    fields.done()
+    try:
+        cfg.check()
+    except ValueError as e:
+        raise PretrainedError(f"{root / 'config.json'}: {str(e).splitlines()[0]}") from None
+    return cfg, arch, root, raw
+
+
+def torch_dtype(name):
+    import torch
+    if name is None or isinstance(name, torch.dtype):
+        return name
+    if str(name) not in DTYPES:
+        raise PretrainedError(f"dtype {name!r} is not one of {', '.join(sorted(set(DTYPES.values())))}")
+    return getattr(torch, DTYPES[str(name)])
+
+
+def load_pretrained(path, device="cpu", dtype=None):
+    """(model, tokenizer or None). `dtype` None: the checkpoint's own (config.json's `dtype` or
+    `torch_dtype`), float32 when it names none. Raises PretrainedError, one line, for anything
+    wrong with the directory."""
+    import torch
+    from ..model import LM
+    cfg, arch, root, raw = read_model_config(path)
+    dtype = torch_dtype(dtype) or torch_dtype(DTYPES.get(str(raw.get("dtype") or raw.get("torch_dtype")), "float32"))
+    device = torch.device(device)
+    shards = Shards(weight_files(root))
+    with torch.device("meta"):
+        model = LM(cfg)
+    params = dict(model.named_parameters())             # a tied head appears once, as wte.weight
+    if any(True for _ in model.buffers()):
+        raise PretrainedError(f"{cfg.name}: the model has buffers the loader does not fill")
+    dest = {n: torch.empty(p.shape, dtype=dtype, device=device) for n, p in params.items()}
+    written = dict.fromkeys(dest, 0)
+    for name in shards.names():
+        t = shards.get(name)
+        parts = arch.pieces(name, t, cfg)
+        if parts is None:
+            raise PretrainedError(f"{shards.where[name][1]}: tensor {name} is not part of a {arch.MODEL_TYPE} model "
+                                  f"as config.json describes it")
+        for ours, index, piece in parts:
+            if ours not in dest:
+                raise PretrainedError(f"{shards.where[name][1]}: tensor {name} does not fit config.json "
+                                      f"(no {ours} in this model)")
+            target = dest[ours][index]
+            if tuple(target.shape) != tuple(piece.shape):
+                raise PretrainedError(f"{shards.where[name][1]}: tensor {name} has shape {tuple(t.shape)}; "
+                                      f"config.json implies {tuple(target.shape)} for it")
+            target.copy_(piece)
+            if target.is_floating_point() and not bool(torch.isfinite(target).all()):
+                raise PretrainedError(f"{shards.where[name][1]}: tensor {name} holds NaN or inf values")
+            written[ours] += piece.numel()
+        del t
+    short = [n for n in dest if written[n] != dest[n].numel()]
+    if short:
+        raise PretrainedError(f"{root}: the checkpoint lacks weights config.json implies: {short[0]} "
+                              f"({written[short[0]]:,} of {dest[short[0]].numel():,} values found; "
+                              f"{len(short)} parameters incomplete)")
+    for n, t in dest.items():
+        owner, _, leaf = n.rpartition(".")
+        model.get_submodule(owner)._parameters[leaf] = torch.nn.Parameter(t, requires_grad=False)
+    if cfg.tie_embeddings:
+        model.lm_head.weight = model.wte.weight
+    return model.eval(), load_tokenizer(root)

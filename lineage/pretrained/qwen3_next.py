@@ -1,0 +1,2 @@
+"""stub"""
+MODEL_TYPE = "qwen3_next"

@@ -1,0 +1,88 @@
+"""The weight files of a checkpoint directory: safetensors only, one file or an index of shards.
+
+Every file is opened (header read and checked by the `safetensors` library, which refuses a
+truncated file, a header whose offsets or shapes disagree with the data, or junk) before any
+tensor is read, so a missing or broken shard is found before minutes of loading. Tensors are
+then read one at a time through the library's memory map: the caller copies each into its
+final place, so no second copy of the weights is ever held.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..files import read_regular
+from .problems import PretrainedError
+
+INDEX = "model.safetensors.index.json"
+SINGLE = "model.safetensors"
+PICKLES = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.pth", "tf_model.h5",
+           "flax_model.msgpack")
+CONVERT = ("convert it once where you trust the file: python -c \"import torch; from safetensors.torch "
+           "import save_file; save_file(torch.load('pytorch_model.bin', weights_only=True), "
+           "'model.safetensors')\"")
+
+
+def weight_files(root: Path) -> list[Path]:
+    """The safetensors files the checkpoint's weights are in, checked to exist."""
+    index = root / INDEX
+    if index.exists():
+        try:
+            text = read_regular(index, 64 << 20)
+            weight_map = json.loads(text)["weight_map"]
+            names = sorted(set(weight_map.values()))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise PretrainedError(f"{index}: not a usable shard index ({_why(e)})") from None
+        for name in names:
+            if not isinstance(name, str) or "/" in name or name.startswith("."):
+                raise PretrainedError(f"{index}: shard name {name!r} is not a file in the directory")
+        missing = [n for n in names if not (root / n).is_file()]
+        if missing:
+            raise PretrainedError(f"{root}: shard {missing[0]} is missing ({len(missing)} of {len(names)} "
+                                  "shards named by the index are not there)")
+        return [root / n for n in names]
+    if (root / SINGLE).is_file():
+        return [root / SINGLE]
+    pickled = [n for n in PICKLES if (root / n).exists()]
+    if pickled:
+        raise PretrainedError(f"{root / pickled[0]}: pickle-based weights are never loaded (unpickling runs "
+                              f"code); {CONVERT}")
+    raise PretrainedError(f"{root}: no {SINGLE} or {INDEX} in the directory")
+
+
+def _why(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+class Shards:
+    """Every tensor of the checkpoint by name; `get(name)` reads one tensor (on the CPU)."""
+
+    def __init__(self, files: list[Path]):
+        from safetensors import safe_open
+        self._handles, self.where = [], {}
+        for path in files:
+            try:
+                h = safe_open(str(path), framework="pt", device="cpu")
+                names = list(h.keys())
+            except Exception as e:    # SafetensorError, OSError: every kind means "not usable"
+                raise PretrainedError(f"{path}: not a usable safetensors file ({_why(e)})") from None
+            self._handles.append(h)
+            for name in names:
+                if name in self.where:
+                    raise PretrainedError(f"{path}: tensor {name} is also in {files[self.where[name][0]].name}")
+                self.where[name] = (len(self._handles) - 1, path)
+
+    def names(self) -> list[str]:
+        return list(self.where)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        i, _ = self.where[name]
+        return tuple(self._handles[i].get_slice(name).get_shape())
+
+    def get(self, name: str):
+        i, path = self.where[name]
+        try:
+            return self._handles[i].get_tensor(name)
+        except Exception as e:
+            raise PretrainedError(f"{path}: tensor {name} cannot be read ({_why(e)})") from None

@@ -1,0 +1,39 @@
+"""Shared by the pretrained tests: save a transformers model, load it with ours, compare logits
+over a prefill and then token by token against transformers with its own cache."""
+from __future__ import annotations
+
+import torch
+
+import lineage
+
+
+def save(ref, path) -> None:
+    ref.save_pretrained(str(path))
+
+
+def rel(a, b) -> float:
+    return float((a.double() - b.double()).abs().max() / b.double().abs().max())
+
+
+def compare(ref, path, vocab: int, prefill: int = 7, steps: int = 5, seed: int = 0, state_check=None):
+    """Logits relative errors (prefill, then each step); `state_check(i_step, hf_cache, our_state)`
+    may compare recurrent states too."""
+    ours, _ = lineage.load_pretrained(path)
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab, (1, prefill + steps), generator=g)
+    errs = []
+    with torch.no_grad():
+        out = ref(ids[:, :prefill], use_cache=True)
+        logits, state = ours(ids[:, :prefill])
+        errs.append(rel(logits, out.logits))
+        cache = out.past_key_values  # transformers 5 still returns it under this name
+        for i in range(steps):
+            t = ids[:, prefill + i]
+            out = ref(t[:, None], cache=cache, use_cache=True)
+            cache = out.past_key_values  # transformers 5 still returns it under this name
+            obs = {}
+            logits, state = ours.step(t, state, obs)
+            errs.append(rel(logits, out.logits[:, 0]))
+            if state_check is not None:
+                state_check(i, cache, state)
+    return errs
