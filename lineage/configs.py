@@ -29,7 +29,7 @@ class ConfigError(ValueError):
         self.field = field
 
 
-ZERO_OK = {"conv_size", "n_shared", "n_positions"}     # sizes where 0 means "none" (no conv, no shared expert)
+ZERO_OK = {"conv_size", "n_shared", "n_positions", "rope_dim"}     # sizes where 0 means "none" (no conv, no shared expert)
 MAX_SIZE = 1 << 20      # any one size; the parameter limit is checked elsewhere, but a huge head count
                         # with tiny heads holds few parameters and still allocates per head
 
@@ -79,6 +79,12 @@ class AttentionConfig(MechanismConfig):
     n_kv_heads: int | None = None      # None: one KV head per query head (MHA)
     head_dim: int | None = None        # None: d_model // n_heads
     bias: bool = True                  # GPT-2 has biases on every projection
+    # Qwen3-Next's gated attention (real checkpoints); the defaults are GPT-2's plain attention
+    qk_norm: bool = False              # RMSNorm over each head's q and k before attending
+    rope_dim: int = 0                  # rotary embedding on the first rope_dim channels of a head (0: none)
+    rope_theta: float = 10000.0
+    output_gate: bool = False          # sigmoid(g(x)) per channel before the output projection
+    norm_eps: float = 1e-6
 
     @property
     def kv_heads(self) -> int:
@@ -91,7 +97,8 @@ class AttentionConfig(MechanismConfig):
     def params(self) -> int:
         H, Hkv, D, d = self.n_heads, self.kv_heads, self.dim, self.d_model
         qkv = d * (H + 2 * Hkv) * D + (H + 2 * Hkv) * D * self.bias
-        return qkv + H * D * d + d * self.bias
+        extra = 2 * D * self.qk_norm + (d * H * D + H * D * self.bias) * self.output_gate
+        return qkv + H * D * d + d * self.bias + extra
 
     def cache_bytes_per_token(self, dtype_bytes: int = 2) -> int:
         return kv_bytes_per_token(self.kv_heads, self.dim, dtype_bytes)
@@ -118,19 +125,35 @@ class DeltaNetConfig(MechanismConfig):
     holds_state: ClassVar[bool] = True
     d_model: int = 64
     n_heads: int = 2
-    head_dim: int = 32                 # K = V = head_dim
+    head_dim: int = 32                 # K (and V unless value_dim is set)
     conv_size: int = 4                 # 0 turns the short causal conv off
     chunk_size: int | None = 64        # forward() uses the chunked form; None: token recurrence
     norm_eps: float = 1e-6
+    # Qwen3-Next's shape (real checkpoints): fewer q/k heads than value heads, each q/k head serving
+    # n_heads // n_key_heads consecutive value heads, and values of their own width
+    n_key_heads: int | None = None     # None: n_heads
+    value_dim: int | None = None       # None: head_dim
+
+    @property
+    def key_heads(self) -> int:
+        return self.n_heads if self.n_key_heads is None else self.n_key_heads
+
+    @property
+    def v_dim(self) -> int:
+        return self.head_dim if self.value_dim is None else self.value_dim
+
+    @property
+    def conv_channels(self) -> int:
+        return 2 * self.key_heads * self.head_dim + self.n_heads * self.v_dim      # q | k | v
 
     def params(self) -> int:
-        d, H, K = self.d_model, self.n_heads, self.head_dim
-        n = 3 * d * H * K + d * H + K + H * K * d                    # q, k, v, beta, o_norm, o_proj
-        return n + 3 * H * K * self.conv_size                        # depthwise short conv
+        d, H, K, V = self.d_model, self.n_heads, self.head_dim, self.v_dim
+        n = 2 * d * self.key_heads * K + d * H * V + d * H + V + H * V * d   # q, k, v, beta, o_norm, o_proj
+        return n + self.conv_channels * self.conv_size                   # depthwise short conv
 
     def state_bytes(self, dtype_bytes: int = 4, cache_dtype_bytes: int = 2) -> int:
-        conv = 3 * self.n_heads * self.head_dim * max(self.conv_size - 1, 0) * cache_dtype_bytes
-        return recurrent_state_bytes(self.n_heads, self.head_dim, self.head_dim, dtype_bytes) + conv
+        conv = self.conv_channels * max(self.conv_size - 1, 0) * cache_dtype_bytes
+        return recurrent_state_bytes(self.n_heads, self.head_dim, self.v_dim, dtype_bytes) + conv
 
 
 @dataclass
@@ -139,8 +162,8 @@ class GatedDeltaNetConfig(DeltaNetConfig):
     has_decay: ClassVar[bool] = True
 
     def params(self) -> int:
-        d, H, K = self.d_model, self.n_heads, self.head_dim
-        return super().params() + d * H + 2 * H + d * H * K          # a_proj, A_log, dt_bias, g_proj
+        d, H, V = self.d_model, self.n_heads, self.v_dim
+        return super().params() + d * H + 2 * H + d * H * V          # a_proj, A_log, dt_bias, g_proj
 
 
 @dataclass
@@ -160,7 +183,8 @@ class KDAConfig(DeltaNetConfig):
         d, H, K = self.d_model, self.n_heads, self.head_dim
         r = self.gate_rank or K
         n = super().params() + d * r + r * H * K + H + H * K         # decay f_a, f_b, A_log, dt_bias
-        return n + (d * H * K if self.output_gate_rank is None else self.output_gate_rank * (d + H * K))
+        V = self.v_dim
+        return n + (d * H * V if self.output_gate_rank is None else self.output_gate_rank * (d + H * V))
 
 
 @dataclass
@@ -222,12 +246,21 @@ class MoEConfig(MechanismConfig):
     linear_beta: float | None = None
     routed_scale: float = 1.0          # multiplies the normalised top-k weights
     norm_eps: float = 1e-6
+    # real checkpoints' routers; the defaults are K3's
+    router: str = "sigmoid"            # 'sigmoid' (Kimi, K3) or 'softmax' (Qwen3-Next) scores
+    score_bias: bool = False           # Kimi: a learned bias added to the scores when choosing, not weighting
+    n_group: int = 1                   # grouped top-k: experts in n_group groups, only topk_group groups chosen
+    topk_group: int = 1
+    norm_topk: bool = True             # renormalise the chosen weights to sum to 1 (before routed_scale)
+    router_fp32: bool = False          # score in float32 whatever the model dtype (as Kimi and Qwen do)
+    shared_gate: bool = False          # Qwen3-Next: sigmoid(g(x)) scales the shared expert per token
 
     def _split(self) -> tuple[int, int]:
         """(weights every token uses, weights of one routed expert)."""
         d, L = self.d_model, self.latent_dim or self.d_model
         Fs = (self.shared_dim or self.expert_dim) * self.n_shared
         always = d * self.n_experts + 3 * d * Fs                     # router, shared experts
+        always += self.n_experts * self.score_bias + d * self.shared_gate
         if self.latent_dim is not None:
             always += 2 * d * L + L                                  # down, up, latent norm
         return always, 3 * L * self.expert_dim                       # gate | up in, down out
@@ -334,4 +367,24 @@ class ModelConfig:
                 raise ValueError(f"{self.name}: unknown activation {sub.act!r}")
         if self.moe is not None and not 1 <= self.moe.top_k <= self.moe.n_experts:
             raise ConfigError(f"{self.name}: moe.top_k must be in 1..n_experts", ("moe", "top_k"))
+        self._check_real_shapes()
         return self
+
+    def _check_real_shapes(self) -> None:
+        """The options real checkpoints use (gated attention, GQA-shaped delta heads, grouped routing)."""
+        a, m = self.attention, self.moe
+        if a is not None and (a.rope_dim % 2 or a.rope_dim > a.dim):
+            raise ConfigError(f"{self.name}: attention.rope_dim must be even and at most head_dim", ("attention", "rope_dim"))
+        for kind in ("deltanet", "gdn", "kda"):
+            sub = getattr(self, kind)
+            if sub is not None and sub.n_heads % sub.key_heads:
+                raise ConfigError(f"{self.name}: {kind}.n_heads {sub.n_heads} must be a multiple of n_key_heads "
+                                  f"{sub.key_heads}", (kind, "n_key_heads"))
+        if m is not None:
+            if m.router not in ("sigmoid", "softmax"):
+                raise ConfigError(f"{self.name}: moe.router must be 'sigmoid' or 'softmax'", ("moe", "router"))
+            if m.n_experts % m.n_group or not 1 <= m.topk_group <= m.n_group:
+                raise ConfigError(f"{self.name}: moe.n_group must divide n_experts and topk_group be in 1..n_group",
+                                  ("moe", "n_group"))
+            if m.top_k > m.topk_group * (m.n_experts // m.n_group):
+                raise ConfigError(f"{self.name}: moe.top_k exceeds the experts of topk_group groups", ("moe", "top_k"))

@@ -1,4 +1,7 @@
-"""GPT-2's causal softmax attention with a KV cache (grouped KV heads optional)."""
+"""GPT-2's causal softmax attention with a KV cache (grouped KV heads optional).
+
+Options for real checkpoints (Qwen3-Next's gated attention): RMSNorm over each head's q and k,
+rotary embedding on the first `rope_dim` channels of a head, and a sigmoid output gate."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,6 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from ..configs import AttentionConfig
+from .mla import rotate
 
 
 @dataclass
@@ -35,14 +39,27 @@ class SoftmaxAttention(nn.Module):
             raise ValueError(f"n_heads {H} must be a multiple of n_kv_heads {Hkv}")
         self.c_attn = nn.Linear(cfg.d_model, (H + 2 * Hkv) * D, bias=cfg.bias)   # q | k | v in one matmul, as GPT-2
         self.c_proj = nn.Linear(H * D, cfg.d_model, bias=cfg.bias)
+        if cfg.qk_norm:
+            self.q_norm = nn.RMSNorm(D, eps=cfg.norm_eps)
+            self.k_norm = nn.RMSNorm(D, eps=cfg.norm_eps)
+        self.g_proj = nn.Linear(cfg.d_model, H * D, bias=cfg.bias) if cfg.output_gate else None
 
-    def _qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def _qkv(self, x: Tensor, start: int = 0) -> tuple[Tensor, Tensor, Tensor]:
+        """x (B, T, d) at positions start .. start + T - 1 -> q, k, v, heads first."""
         B, T, _ = x.shape
-        H, Hkv, D = self.cfg.n_heads, self.cfg.kv_heads, self.cfg.dim
+        cfg = self.cfg
+        H, Hkv, D = cfg.n_heads, cfg.kv_heads, cfg.dim
         q, k, v = self.c_attn(x).split([H * D, Hkv * D, Hkv * D], dim=-1)
-        return (q.view(B, T, H, D).transpose(1, 2),            # (B, H, T, D)
-                k.view(B, T, Hkv, D).transpose(1, 2),          # (B, Hkv, T, D)
-                v.view(B, T, Hkv, D).transpose(1, 2))
+        q = q.view(B, T, H, D).transpose(1, 2)                 # (B, H, T, D)
+        k = k.view(B, T, Hkv, D).transpose(1, 2)               # (B, Hkv, T, D)
+        if cfg.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if cfg.rope_dim:
+            pos = torch.arange(start, start + T, device=x.device)
+            R = cfg.rope_dim
+            q = torch.cat([rotate(q[..., :R], pos, cfg.rope_theta), q[..., R:]], dim=-1)
+            k = torch.cat([rotate(k[..., :R], pos, cfg.rope_theta), k[..., R:]], dim=-1)
+        return q, k, v.view(B, T, Hkv, D).transpose(1, 2)     # v: (B, Hkv, T, D)
 
     def _attend(self, q: Tensor, cache: KVCache) -> tuple[Tensor, Tensor]:
         """q (B, H, T, D) are the last T positions of the cache. Returns y (B, T, H*D), probs (B, H, T, L)."""
@@ -59,7 +76,7 @@ class SoftmaxAttention(nn.Module):
         return y, probs
 
     def _append(self, x: Tensor, state: KVCache | None) -> tuple[Tensor, KVCache]:
-        q, k, v = self._qkv(x)
+        q, k, v = self._qkv(x, 0 if state is None else state.length)
         if state is not None:
             k, v = torch.cat([state.k, k], dim=2), torch.cat([state.v, v], dim=2)
         return q, KVCache(k, v)
@@ -68,7 +85,11 @@ class SoftmaxAttention(nn.Module):
         # x: (B, T, d_model)
         q, cache = self._append(x, state)
         y, _ = self._attend(q, cache)
-        return self.c_proj(y), cache
+        return self.c_proj(self._gate(x, y)), cache
+
+    def _gate(self, x: Tensor, y: Tensor) -> Tensor:
+        """Gated attention: how much of each head's retrieval to keep, per channel."""
+        return y if self.g_proj is None else y * torch.sigmoid(self.g_proj(x))
 
     def step(self, x_t: Tensor, state: KVCache | None, obs: dict | None = None) -> tuple[Tensor, KVCache]:
         # x_t: (B, d_model)
@@ -77,4 +98,4 @@ class SoftmaxAttention(nn.Module):
         if obs is not None:
             obs.update(kind="softmax", attn=probs[:, :, 0].detach(),          # (B, H, L)
                        cache_len=cache.length, cache_bytes=cache.nbytes)
-        return self.c_proj(y[:, 0]), cache
+        return self.c_proj(self._gate(x_t[:, None], y)[:, 0]), cache

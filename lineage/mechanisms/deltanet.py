@@ -52,13 +52,14 @@ class DeltaNet(nn.Module):
         super().__init__()
         self.cfg = cfg
         H, K = cfg.n_heads, cfg.head_dim
-        self.q_proj = nn.Linear(cfg.d_model, H * K, bias=False)
-        self.k_proj = nn.Linear(cfg.d_model, H * K, bias=False)
-        self.v_proj = nn.Linear(cfg.d_model, H * K, bias=False)
+        Hk, V = cfg.key_heads, cfg.v_dim                            # = H and K unless a checkpoint says otherwise
+        self.q_proj = nn.Linear(cfg.d_model, Hk * K, bias=False)
+        self.k_proj = nn.Linear(cfg.d_model, Hk * K, bias=False)
+        self.v_proj = nn.Linear(cfg.d_model, H * V, bias=False)
         self.b_proj = nn.Linear(cfg.d_model, H, bias=False)        # beta: how hard to correct, per head
-        self.conv = ShortConv(3 * H * K, cfg.conv_size) if cfg.conv_size > 0 else None
-        self.o_norm = nn.RMSNorm(K, eps=cfg.norm_eps)                # per head, over V
-        self.o_proj = nn.Linear(H * K, cfg.d_model, bias=False)
+        self.conv = ShortConv(cfg.conv_channels, cfg.conv_size) if cfg.conv_size > 0 else None
+        self.o_norm = nn.RMSNorm(V, eps=cfg.norm_eps)                # per head, over V
+        self.o_proj = nn.Linear(H * V, cfg.d_model, bias=False)
 
     # -- the parts subclasses change -------------------------------------------------------
     def _decay(self, x: Tensor) -> Tensor | None:
@@ -81,13 +82,17 @@ class DeltaNet(nn.Module):
     # -- shared ----------------------------------------------------------------------------
     def _qkvb(self, x: Tensor, conv_cache: Tensor | None):
         """x (B, T, d) -> q, k (B, T, H, K) unit length; v (B, T, H, V); beta (B, T, H); new conv cache."""
-        H, K = self.cfg.n_heads, self.cfg.head_dim
-        qkv = torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1)   # (B, T, 3HK)
+        cfg = self.cfg
+        H, K, Hk, V = cfg.n_heads, cfg.head_dim, cfg.key_heads, cfg.v_dim
+        qkv = torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1)   # (B, T, 2HkK + HV)
         if self.conv is not None:
             qkv, conv_cache = self.conv(qkv, conv_cache)
-        q, k, v = F.silu(qkv).view(*x.shape[:2], 3, H, K).unbind(2)              # (B, T, H, K) each
+        q, k, v = F.silu(qkv).split([Hk * K, Hk * K, H * V], dim=-1)
+        q, k = (l2norm(t.view(*x.shape[:2], Hk, K)) for t in (q, k))              # (B, T, Hk, K)
+        if Hk != H:     # each q/k head serves H // Hk consecutive value heads (Qwen3-Next)
+            q, k = q.repeat_interleave(H // Hk, dim=2), k.repeat_interleave(H // Hk, dim=2)   # (B, T, H, K)
         beta = torch.sigmoid(self.b_proj(x))                                      # (B, T, H)
-        return l2norm(q), l2norm(k), v, beta, conv_cache
+        return q, k, v.view(*x.shape[:2], H, V), beta, conv_cache
 
     def forward(self, x: Tensor, state: DeltaState | None = None) -> tuple[Tensor, DeltaState]:
         q, k, v, beta, conv = self._qkvb(x, None if state is None else state.conv)

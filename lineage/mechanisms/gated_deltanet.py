@@ -25,10 +25,10 @@ class GatedDeltaNet(DeltaNet):
 
     def __init__(self, cfg: GatedDeltaNetConfig):
         super().__init__(cfg)
-        H, K = cfg.n_heads, cfg.head_dim
+        H, V = cfg.n_heads, cfg.v_dim
         self.a_proj = nn.Linear(cfg.d_model, H, bias=False)
         self.A_log, self.dt_bias = init_decay_params(H, H)
-        self.g_proj = nn.Linear(cfg.d_model, H * K, bias=False)     # SiLU output gate, as published
+        self.g_proj = nn.Linear(cfg.d_model, H * V, bias=False)     # SiLU output gate, as published
 
     def _decay(self, x: Tensor) -> Tensor:
         return -self.A_log.exp() * F.softplus(self.a_proj(x) + self.dt_bias)     # (B, T, H)

@@ -21,11 +21,12 @@ class KDA(DeltaNet):
         self.f_a = nn.Linear(cfg.d_model, r, bias=False)
         self.f_b = nn.Linear(r, H * K, bias=False)
         self.A_log, self.dt_bias = init_decay_params(H, H * K)
+        V = cfg.v_dim
         if cfg.output_gate_rank is None:                           # K3: full rank
-            self.gate = nn.Linear(cfg.d_model, H * K, bias=False)
+            self.gate = nn.Linear(cfg.d_model, H * V, bias=False)
         else:                                                      # Kimi Linear: low rank
             self.gate = nn.Sequential(nn.Linear(cfg.d_model, cfg.output_gate_rank, bias=False),
-                                      nn.Linear(cfg.output_gate_rank, H * K, bias=False))
+                                      nn.Linear(cfg.output_gate_rank, H * V, bias=False))
 
     def _decay(self, x: Tensor) -> Tensor:
         H, K = self.cfg.n_heads, self.cfg.head_dim

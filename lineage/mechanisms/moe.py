@@ -1,8 +1,13 @@
 """Latent mixture of experts (K3): sigmoid router, top-k routed experts in a narrow latent width,
-shared experts at full width on every token."""
+shared experts at full width on every token.
+
+Real checkpoints' routers are options: Kimi Linear's sigmoid scores with a learned choice bias
+(`e_score_correction_bias`), grouped top-k and a routed scaling factor; Qwen3-Next's softmax
+scores and a sigmoid gate on its shared expert."""
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..configs import MoEConfig
@@ -16,6 +21,8 @@ class MoE(nn.Module):
         E, Fe, d = cfg.n_experts, cfg.expert_dim, cfg.d_model
         L = cfg.latent_dim or d
         self.router = nn.Linear(d, E, bias=False)
+        if cfg.score_bias:      # shifts which experts are chosen (load balance), never how much they weigh
+            self.score_bias = nn.Parameter(torch.zeros(E))
         if cfg.latent_dim is not None:
             self.down = nn.Linear(d, L, bias=False)                 # hidden -> latent, once per token
             self.latent_norm = nn.RMSNorm(L, eps=cfg.norm_eps)      # K3's guard before the up-projection
@@ -28,21 +35,47 @@ class MoE(nn.Module):
             # n_shared experts of width shared_dim summed == one gated unit of width n_shared * shared_dim
             self.shared_in = nn.Linear(d, 2 * Fs, bias=False)
             self.shared_out = nn.Linear(Fs, d, bias=False)
+            if cfg.shared_gate:
+                self.shared_gate = nn.Linear(d, 1, bias=False)
 
     def _act(self, h: Tensor) -> Tensor:
         return gated_act(h, self.cfg.act, self.cfg.situ_beta, self.cfg.linear_beta)
 
     def route(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """x (N, d) -> scores (N, E) in (0, 1), chosen experts (N, k), their weights (N, k)."""
-        scores = torch.sigmoid(self.router(x))
-        top, idx = scores.topk(self.cfg.top_k, dim=-1)
-        weights = top / top.sum(-1, keepdim=True) * self.cfg.routed_scale   # sigmoid scores do not sum to 1
-        return scores, idx, weights
+        cfg = self.cfg
+        if cfg.router_fp32:             # at least float32 (never lowering a float64 model)
+            wide = torch.promote_types(x.dtype, torch.float32)
+            logits = F.linear(x.to(wide), self.router.weight.to(wide))
+        else:
+            logits = self.router(x)
+        scores = logits.softmax(-1) if cfg.router == "softmax" else torch.sigmoid(logits)
+        choice = scores + self.score_bias if cfg.score_bias else scores
+        if cfg.n_group > 1:
+            choice = self._best_groups(choice)
+        idx = choice.topk(cfg.top_k, dim=-1).indices
+        top = scores.gather(-1, idx)
+        if cfg.norm_topk:
+            top = top / top.sum(-1, keepdim=True)                          # sigmoid scores do not sum to 1
+        return scores.to(x.dtype), idx, (top * cfg.routed_scale).to(x.dtype)
+
+    def _best_groups(self, choice: Tensor) -> Tensor:
+        """Grouped top-k (DeepSeek-V3, Kimi): a group scores the sum of its two best experts; experts
+        outside the topk_group best groups cannot be chosen."""
+        cfg = self.cfg
+        N, E = choice.shape
+        grouped = choice.view(N, cfg.n_group, E // cfg.n_group)                  # (N, G, E/G)
+        group_score = grouped.topk(min(2, E // cfg.n_group), dim=-1).values.sum(-1)   # (N, G)
+        keep = torch.zeros_like(group_score, dtype=torch.bool)
+        keep.scatter_(1, group_score.topk(cfg.topk_group, dim=-1).indices, True)
+        return grouped.masked_fill(~keep[..., None], float("-inf")).view(N, E)
 
     def _finish(self, x: Tensor, routed: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
         if self.cfg.latent_dim is not None:
             routed = self.up(self.latent_norm(routed))
         shared = self.shared_out(self._act(self.shared_in(x))) if self.cfg.n_shared else None
+        if shared is not None and self.cfg.shared_gate:
+            shared = shared * torch.sigmoid(self.shared_gate(x))                # (N, d) * (N, 1)
         return (routed if shared is None else routed + shared), routed, shared
 
     def forward(self, x: Tensor, state: None = None) -> tuple[Tensor, None]:

@@ -88,7 +88,9 @@ def load_pretrained(path, device="cpu", dtype=None):
     params = dict(model.named_parameters())             # a tied head appears once, as wte.weight
     if any(True for _ in model.buffers()):
         raise PretrainedError(f"{cfg.name}: the model has buffers the loader does not fill")
-    dest = {n: torch.empty(p.shape, dtype=dtype, device=device) for n, p in params.items()}
+    # a router's choice bias stays float32 (as the reference keeps it): in bf16 near-equal experts would swap
+    dest = {n: torch.empty(p.shape, dtype=torch.float32 if n.endswith("score_bias") else dtype, device=device)
+            for n, p in params.items()}
     written = dict.fromkeys(dest, 0)
     for name in shards.names():
         t = shards.get(name)

@@ -1,2 +1,175 @@
-"""stub"""
+"""Qwen3-Next (`model_type: qwen3_next`): Gated DeltaNet layers with GQA-shaped heads (fewer q/k
+heads than value heads, values of their own width), gated softmax attention with q/k norms and
+partial RoPE every `full_attention_interval` layers, softmax-routed MoE with a gated shared
+expert.
+
+Three layouts differ from ours and are undone here, once, at load: `in_proj_qkvz` and
+`in_proj_ba` interleave q, k, v, z (and b, a) per key head; the attention `q_proj` interleaves
+each head's query and gate; the decoder norms (and q/k norms) store `w` for a scale of `1 + w`.
+"""
+from __future__ import annotations
+
+import re
+
+from ..configs import AttentionConfig, DenseFFNConfig, GatedDeltaNetConfig, ModelConfig, MoEConfig
+from .hfconfig import Fields
+
 MODEL_TYPE = "qwen3_next"
+
+
+def config(f: Fields, name: str) -> ModelConfig:
+    d, L = f.need("hidden_size"), f.need("num_hidden_layers")
+    eps = f.get("rms_norm_eps", 1e-6, float)
+    f.expect("hidden_act", ("silu",), "silu")
+    types = f.get("layer_types", kind=list)
+    if types is None:
+        every = f.get("full_attention_interval", 4, int)
+        types = ["linear_attention" if (i + 1) % every else "full_attention" for i in range(L)]
+    f.ignore("full_attention_interval")
+    if len(types) != L or set(types) - {"linear_attention", "full_attention"}:
+        raise f._bad("layer_types", f"expected {L} entries of linear_attention / full_attention")
+    rope = f.get("rope_parameters", kind=dict) or {}
+    if rope.get("rope_type", "default") != "default" or f.get("rope_scaling") not in (None, {}):
+        raise f._bad("rope_parameters", "only the default rope_type is supported")
+    theta = float(rope.get("rope_theta", f.get("rope_theta", 10000.0, float)))
+    part = float(rope.get("partial_rotary_factor", f.get("partial_rotary_factor", 0.25, float)))
+    H = f.need("num_attention_heads")
+    D = f.get("head_dim", kind=int) or d // H
+    if int(D * part) % 2:
+        raise f._bad("rope_parameters", f"partial_rotary_factor {part} of head_dim {D} rotates an odd number of "
+                                        "channels, which lineage does not implement")
+    E = f.get("num_experts", 0, int)
+    sparse_every = f.get("decoder_sparse_step", 1, int)
+    dense_only = set(f.get("mlp_only_layers", [], list) or [])
+    ffns = tuple("moe" if E > 0 and i not in dense_only and (i + 1) % sparse_every == 0 else "dense" for i in range(L))
+    Fs = f.get("shared_expert_intermediate_size", 0, int)
+    if E == 0:      # no MoE layer: its sizes are there but mean nothing
+        f.ignore("moe_intermediate_size", "num_experts_per_tok", "norm_topk_prob")
+    return ModelConfig(
+        name=name, vocab_size=f.need("vocab_size"), d_model=d,
+        mixers=tuple("gdn" if t == "linear_attention" else "softmax" for t in types), ffns=ffns,
+        attention=AttentionConfig(d_model=d, n_heads=H, n_kv_heads=f.need("num_key_value_heads"), head_dim=D,
+                                  bias=f.get("attention_bias", False, bool), qk_norm=True,
+                                  rope_dim=int(D * part), rope_theta=theta, output_gate=True, norm_eps=eps),
+        gdn=GatedDeltaNetConfig(d_model=d, n_heads=f.need("linear_num_value_heads"),
+                                head_dim=f.need("linear_key_head_dim"), conv_size=f.get("linear_conv_kernel_dim", 4, int),
+                                norm_eps=eps, n_key_heads=f.need("linear_num_key_heads"),
+                                value_dim=f.need("linear_value_head_dim")),
+        dense=DenseFFNConfig(d_model=d, d_ff=f.need("intermediate_size"), act="silu"),
+        moe=None if E == 0 else MoEConfig(
+            d_model=d, n_experts=E, top_k=f.need("num_experts_per_tok"), n_shared=1 if Fs else 0,
+            expert_dim=f.need("moe_intermediate_size"), shared_dim=Fs or None, act="silu", router="softmax",
+            norm_topk=f.get("norm_topk_prob", True, bool), router_fp32=True, shared_gate=bool(Fs)),
+        norm="rms", norm_eps=eps, tie_embeddings=f.get("tie_word_embeddings", False, bool),
+        notes="Qwen3-Next checkpoint")
+
+
+def _one_plus(t):
+    return t.float() + 1.0          # Qwen3-Next's zero-centred norms scale by (1 + w)
+
+
+_TOP = {"model.embed_tokens.weight": ("wte.weight", None), "model.norm.weight": ("norm_f.weight", _one_plus)}
+_LAYER = re.compile(r"model\.layers\.(\d+)\.(.+)")
+
+
+def pieces(name: str, t, cfg: ModelConfig):
+    """[(our parameter, index into it, tensor)], [] for a tensor we do not need, None if unknown."""
+    if name in _TOP:
+        ours, fn = _TOP[name]
+        return [(ours, (), t if fn is None else fn(t))]
+    if name == "lm_head.weight":
+        return [] if cfg.tie_embeddings else [("lm_head.weight", (), t)]
+    if name.startswith("mtp."):             # multi-token-prediction head: not used to decode one token at a time
+        return []
+    m = _LAYER.fullmatch(name)
+    if m is None:
+        return None
+    i, rest = int(m.group(1)), m.group(2)
+    if i >= cfg.n_layers:
+        return None
+    b = f"blocks.{i}."
+    if rest in ("input_layernorm.weight", "post_attention_layernorm.weight"):
+        return [(b + ("norm1" if rest[0] == "i" else "norm2") + ".weight", (), _one_plus(t))]
+    if rest.startswith("linear_attn.") and cfg.mixers[i] == "gdn":
+        return _delta(b + "mixer.", rest.removeprefix("linear_attn."), t, cfg.gdn)
+    if rest.startswith("self_attn.") and cfg.mixers[i] == "softmax":
+        return _attention(b + "mixer.", rest.removeprefix("self_attn."), t, cfg.attention)
+    if rest.startswith("mlp."):
+        return _mlp(b + "ffn.", rest.removeprefix("mlp."), t, cfg, cfg.ffns[i])
+    return None
+
+
+def _delta(p: str, rest: str, t, c: GatedDeltaNetConfig):
+    Hk, K, V, r = c.key_heads, c.head_dim, c.v_dim, c.n_heads // c.key_heads
+    if rest == "in_proj_qkvz.weight":       # per key head: q (K), k (K), its r value heads' v, then z
+        q, k, v, z = t.view(Hk, 2 * K + 2 * r * V, -1).split([K, K, r * V, r * V], dim=1)
+        return [(p + "q_proj.weight", (), q.reshape(Hk * K, -1)), (p + "k_proj.weight", (), k.reshape(Hk * K, -1)),
+                (p + "v_proj.weight", (), v.reshape(Hk * r * V, -1)), (p + "g_proj.weight", (), z.reshape(Hk * r * V, -1))]
+    if rest == "in_proj_ba.weight":         # per key head: its r betas, then its r decay inputs
+        b_, a = t.view(Hk, 2 * r, -1).split([r, r], dim=1)
+        return [(p + "b_proj.weight", (), b_.reshape(Hk * r, -1)), (p + "a_proj.weight", (), a.reshape(Hk * r, -1))]
+    simple = {"conv1d.weight": "conv.weight", "A_log": "A_log", "dt_bias": "dt_bias", "norm.weight": "o_norm.weight",
+              "out_proj.weight": "o_proj.weight"}
+    return [(p + simple[rest], (), t)] if rest in simple else None
+
+
+def _attention(p: str, rest: str, t, c: AttentionConfig):
+    H, Hkv, D = c.n_heads, c.kv_heads, c.dim
+    kind, _, leaf = rest.partition(".")
+    if kind == "q_proj" and leaf in ("weight", "bias"):          # per head: its query (D), then its gate (D)
+        q, g = t.view(H, 2 * D, *t.shape[1:]).split([D, D], dim=1)
+        return [(p + "c_attn." + leaf, (slice(0, H * D),), q.reshape(H * D, *t.shape[1:])),
+                (p + "g_proj." + leaf, (), g.reshape(H * D, *t.shape[1:]))]
+    if kind in ("k_proj", "v_proj") and leaf in ("weight", "bias"):
+        start = H * D + (0 if kind == "k_proj" else Hkv * D)
+        return [(p + "c_attn." + leaf, (slice(start, start + Hkv * D),), t)]
+    if kind == "o_proj" and leaf in ("weight", "bias"):
+        return [(p + "c_proj." + leaf, (), t)]
+    if rest in ("q_norm.weight", "k_norm.weight"):
+        return [(p + rest, (), _one_plus(t))]
+    return None
+
+
+def _mlp(p: str, rest: str, t, cfg: ModelConfig, kind: str):
+    if kind == "dense":
+        F = cfg.dense.d_ff
+        gu = {"gate_proj.weight": slice(0, F), "up_proj.weight": slice(F, 2 * F)}
+        if rest in gu:
+            return [(p + "c_fc.weight", (gu[rest],), t)]
+        return [(p + "c_proj.weight", (), t)] if rest == "down_proj.weight" else None
+    return experts(p, rest, t, cfg.moe, router="gate.weight", expert="experts", shared="shared_expert",
+                   names=("gate_proj", "up_proj", "down_proj"))
+
+
+def experts(p: str, rest: str, t, c: MoEConfig, router: str, expert: str, shared: str, names: tuple):
+    """Router, routed experts (one tensor per expert, or transformers' stacked gate_up_proj /
+    down_proj) and shared experts onto MoE's stacked w_in (gate | up) and w_out. Kimi Linear shares it."""
+    F, Fs = c.expert_dim, (c.shared_dim or c.expert_dim) * c.n_shared
+    gate, up, down = names
+    if rest == router:
+        return [(p + "router.weight", (), t)]
+    if rest == "shared_expert_gate.weight":
+        return [(p + "shared_gate.weight", (), t)]
+    if rest == "gate.e_score_correction_bias":
+        return [(p + "score_bias", (), t)]
+    if rest == f"{expert}.gate_up_proj":
+        return [(p + "w_in", (), t)]
+    if rest == f"{expert}.down_proj":
+        return [(p + "w_out", (), t)]
+    m = re.fullmatch(rf"{expert}\.(\d+)\.(\w+)\.weight", rest)
+    if m is not None:
+        e, w = int(m.group(1)), m.group(2)
+        if e >= c.n_experts:
+            return None
+        if w == gate:
+            return [(p + "w_in", (e, slice(0, F)), t)]
+        if w == up:
+            return [(p + "w_in", (e, slice(F, 2 * F)), t)]
+        return [(p + "w_out", (e,), t)] if w == down else None
+    m = re.fullmatch(rf"{shared}\.(\w+)\.weight", rest)
+    if m is not None and c.n_shared:
+        w = m.group(1)
+        if w in ("gate_proj", "up_proj"):
+            return [(p + "shared_in.weight", (slice(0, Fs) if w == "gate_proj" else slice(Fs, 2 * Fs),), t)]
+        return [(p + "shared_out.weight", (), t)] if w == "down_proj" else None
+    return None

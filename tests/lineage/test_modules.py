@@ -43,7 +43,24 @@ MODULES = {
     "moe-latent": lambda: MoE(MoEConfig(d_model=D, n_experts=7, top_k=3, n_shared=2, expert_dim=18,
                                         latent_dim=24, linear_beta=25.0, routed_scale=2.5)),
     "moe-plain": lambda: MoE(MoEConfig(d_model=D, n_experts=5, top_k=2, n_shared=0, expert_dim=18, act="silu")),
+    # the options real checkpoints need (issue 13): Qwen3-Next's gated attention and GQA-shaped
+    # delta heads, Kimi Linear's biased grouped router, Qwen3-Next's softmax router and shared gate
+    "softmax-qwen3next": lambda: SoftmaxAttention(AttentionConfig(d_model=D, n_heads=4, n_kv_heads=2, head_dim=14,
+                                                                  bias=False, qk_norm=True, rope_dim=6, output_gate=True)),
+    "gdn-gqa-heads": lambda: GatedDeltaNet(GatedDeltaNetConfig(d_model=D, n_heads=6, head_dim=10, n_key_heads=2,
+                                                               value_dim=7, chunk_size=16)),
+    "moe-kimi-router": lambda: _biased(MoE(MoEConfig(d_model=D, n_experts=8, top_k=3, n_shared=1, expert_dim=18,
+                                                      act="silu", routed_scale=2.4, score_bias=True, n_group=4,
+                                                      topk_group=2, router_fp32=True))),
+    "moe-qwen3next-router": lambda: MoE(MoEConfig(d_model=D, n_experts=7, top_k=3, n_shared=1, expert_dim=18,
+                                                  shared_dim=11, act="silu", router="softmax", shared_gate=True)),
 }
+
+
+def _biased(moe):
+    with torch.no_grad():
+        moe.score_bias.normal_()
+    return moe
 
 
 def states_equal(a, b):
@@ -152,3 +169,19 @@ def test_short_conv_matches_conv1d():
     y, cache = conv(x)
     ref = F.conv1d(F.pad(x.transpose(1, 2), (3, 0)), conv.weight, groups=12).transpose(1, 2)
     assert rel(y, ref) < TOL and torch.equal(cache, x[:, -3:])
+
+
+def test_grouped_routing_picks_only_from_the_best_groups():
+    """Kimi's grouped top-k: a group scores its two best experts (with the choice bias); experts
+    of other groups are never chosen, and weights come from the unbiased scores."""
+    torch.manual_seed(0)
+    moe = _biased(MoE(MoEConfig(d_model=D, n_experts=8, top_k=2, n_shared=0, expert_dim=4, act="silu",
+                                score_bias=True, n_group=4, topk_group=1, routed_scale=2.0)))
+    x = torch.randn(50, D, dtype=torch.float64)
+    moe = moe.double()
+    scores, idx, w = moe.route(x)
+    choice = (scores + moe.score_bias).view(50, 4, 2)
+    best = choice.sum(-1).argmax(-1)                                   # each group has two: both count
+    assert torch.equal(idx // 2, best[:, None].expand(-1, 2))
+    top = scores.gather(-1, idx)
+    assert torch.allclose(w, 2.0 * top / top.sum(-1, keepdim=True))
