@@ -296,6 +296,49 @@ def _serve(args) -> int:
     return serve(argv, args.host, args.port, str(root), tuple(args.allow_origin))
 
 
+def _checkpoint_options(parser) -> None:
+    g = parser.add_argument_group("a checkpoint directory (Hugging Face layout) instead of a scenario")
+    g.add_argument("--text", help="input text, through the checkpoint's tokenizer")
+    g.add_argument("--ids", help="input token ids, e.g. 464,3139,286")
+    g.add_argument("--dtype", choices=["float32", "bfloat16", "float16", "float64"],
+                   help="weights' dtype (default: the checkpoint's own)")
+    g.add_argument("--device", choices=["auto", "cpu", "cuda"], help="where the model runs (default: auto)")
+
+
+def _checkpoint_scenario(args, attr: str) -> int | None:
+    """When args.<attr> is a directory, replace it with a scenario made for that checkpoint
+    (written to a private temporary folder, removed at exit); an exit code when that fails."""
+    import atexit
+    import shutil
+    import tempfile
+    target = getattr(args, attr)
+    given = [f"--{k}" for k in ("text", "ids", "dtype", "device") if getattr(args, k, None) is not None]
+    if not Path(target).expanduser().is_dir():
+        return _err(f"{target}: {', '.join(given)} apply to a checkpoint directory") if given else None
+    from lineage.pretrained import PretrainedError
+    from lineage.pretrained.scenario import checkpoint_scenario
+    ids = None
+    if args.ids is not None:
+        try:
+            ids = [int(t) for t in args.ids.replace(",", " ").split()]
+        except ValueError:
+            return _err(f"--ids {args.ids!r}: expected token ids, e.g. 464,3139,286")
+        if not ids or min(ids) < 0:
+            return _err(f"--ids {args.ids!r}: expected one or more token ids >= 0")
+    if ids is not None and args.text is not None:
+        return _err("give --text or --ids, not both")
+    try:
+        text = checkpoint_scenario(target, args.text, ids, args.dtype, args.device)
+    except PretrainedError as e:
+        return _err(str(e))
+    folder = Path(tempfile.mkdtemp(prefix="lineage-"))
+    atexit.register(shutil.rmtree, folder, True)
+    out = folder / f"{Path(target).expanduser().resolve().name or 'checkpoint'}.yaml"
+    out.write_text(text, encoding="utf-8")
+    setattr(args, attr, str(out))
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="lineage", description="Watch language-model memory work, token by token.")
     p.add_argument("--version", action="version", version=f"lineage {__version__}")
@@ -311,9 +354,10 @@ def main(argv: list[str] | None = None) -> int:
     pm.add_argument("--json", action="store_true")
     sub.add_parser("presets", help="list the model presets")
     sub.add_parser("list", help="the bundled scenarios, one line each")
-    prun = sub.add_parser("run", help="open the app on a scenario or a recorded trace")
+    prun = sub.add_parser("run", help="open the app on a scenario, a recorded trace or a checkpoint directory")
     prun.add_argument("file")
     prun.add_argument("--salvage", action="store_true", help="open the complete frames of a truncated trace")
+    _checkpoint_options(prun)
     pserve = sub.add_parser("serve", help="serve the app to a browser on localhost (textual-serve)")
     pserve.add_argument("file", nargs="?")
     pserve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; "
@@ -330,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("-o", "--output", required=True)
     pr.add_argument("--steps", type=int, default=None, help="record only the first N steps")
     pr.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    _checkpoint_options(pr)
     ps = sub.add_parser("snapshot", help="render a step of a scenario or trace to a file")
     ps.add_argument("source")
     ps.add_argument("--step", type=int, required=True, help="1-based step, as the app's counter shows")
@@ -338,7 +383,13 @@ def main(argv: list[str] | None = None) -> int:
     ps.add_argument("--salvage", action="store_true", help="read the complete frames of a truncated trace")
     ps.add_argument("--size", type=int, nargs=2, default=[160, 50], metavar=("W", "H"),
                     help="terminal size for .svg and .png snapshots (default 160 50)")
+    _checkpoint_options(ps)
     args = p.parse_args(argv)
+    where = {"run": "file", "record": "scenario", "snapshot": "source"}.get(args.cmd)
+    if where is not None:            # a checkpoint directory: run, record or snapshot the scenario made for it
+        code = _checkpoint_scenario(args, where)
+        if code is not None:
+            return code
     handlers = {"list": _list, "validate": _validate, "record": _record, "snapshot": _snapshot}
     if args.cmd in handlers:
         from lineage.playback.trace import TraceError

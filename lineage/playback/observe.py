@@ -118,6 +118,7 @@ class TokenView:
 class GuessView:
     ids: np.ndarray              # (top,) the model's likeliest next tokens
     probs: np.ndarray            # (top,)
+    texts: list | None = None    # (top,) as the checkpoint's tokenizer spells them; None: byte ids
 
 
 @dataclass(frozen=True, eq=False)
@@ -178,7 +179,7 @@ class Views:
         return TokenView(mt["pos"], mt["token"], mt["text"], mt["source"], mt.get("answer"))
 
     def guesses(self, m: int) -> GuessView:
-        return GuessView(self._array(m, "top_ids"), self._array(m, "top_probs"))
+        return GuessView(self._array(m, "top_ids"), self._array(m, "top_probs"), self.meta["models"][m].get("top_text"))
 
     def recall(self, m: int) -> RecallView | None:
         keys = self._array(m, "recall_keys")
@@ -223,6 +224,11 @@ def token_meta(pos: int, token: int, text: str, source: str, answer, next_input:
     return meta
 
 
+def guess_texts(model_meta: dict, texts: list[str]) -> None:
+    """A model's next-token guesses spelled by its tokenizer (read back by `guesses`)."""
+    model_meta["top_text"] = texts
+
+
 def side_by_side(steps) -> tuple[list, dict]:
     """Each model's (meta, arrays) -> the list of metas and the arrays keyed "m{model}/..."."""
     models, arrays = [], {}
@@ -255,16 +261,19 @@ def memory_fields(o: dict, rule: str, label: str) -> tuple[dict, dict]:
     return {"layers": [{"mixer": rule, "ffn": "none"}], "event": label}, arrays
 
 
-def lm_fields(obs: dict, cfg, load: dict) -> tuple[dict, dict]:
+def lm_fields(obs: dict, cfg, load: dict, watch: frozenset | None = None) -> tuple[dict, dict]:
     """Batch element 0 of a language model's observations -> (meta, arrays) for a Frame.
-    load: layer -> (E,) int32 tokens per expert so far, updated here, so no panel re-reads history."""
+    load: layer -> (E,) int32 tokens per expert so far, updated here, so no panel re-reads history.
+    watch: None keeps every layer's state; a set (a real checkpoint's, whose states are megabytes
+    a layer) keeps state and decay only for those layers, and no attention rows, so only what the
+    open panels show is copied to the host."""
     arrays: dict = {}
     layers = []
     for i, lo in enumerate(obs["layers"]):
         mx, ff = lo["mixer"], lo["ffn"]
         meta = {"mixer": cfg.mixers[i], "ffn": cfg.ffns[i]}
         p = f"l{i}/"
-        if "S" in mx:
+        if "S" in mx and (watch is None or i in watch):
             arrays[p + "S"] = _compact(mx["S"][0])                       # (H, K, V)
             if "dS" in mx:
                 arrays[p + "dS"] = _compact(mx["dS"][0])                 # (H, K, V)
@@ -275,9 +284,11 @@ def lm_fields(obs: dict, cfg, load: dict) -> tuple[dict, dict]:
                 arrays[p + "beta"] = _f32(mx["beta"][0])                 # (H,)
             if mx.get("decay") is not None:
                 arrays[p + "decay"] = _f32(mx["decay"][0])               # (H,) or (H, K)
+        if "S" in mx:
             meta["state_bytes"] = int(mx["state_bytes"])
-        if "attn" in mx:   # a static (graph) cache attends over its whole buffer: keep the written part
+        if "attn" in mx and watch is None:   # a static (graph) cache attends over its whole buffer: keep the written part
             arrays[p + "attn"] = _compact(mx["attn"][0][:, :int(mx["cache_len"])])   # (H, L)
+        if "attn" in mx:
             meta["cache_len"], meta["cache_bytes"] = int(mx["cache_len"]), int(mx["cache_bytes"])
         if ff.get("kind") == "moe":
             arrays[p + "scores"] = _f32(ff["scores"][0])                 # (E,)

@@ -11,8 +11,8 @@ import dataclasses
 from pathlib import Path
 
 from ..arithmetic import count
-from ..scenario.build import build_config
-from ..scenario.checks import total_steps
+from ..scenario.build import build_config, pretrained_dir
+from ..scenario.checks import input_tokens, scenario_tokenizer, total_steps
 from ..scenario.problems import Problem, ScenarioError
 from ..scenario.reader import Located, load_text
 from ..scenario.schema import Scenario
@@ -69,7 +69,7 @@ class LMRunner:
         self.torch, self.sc = torch, sc
         specs = sc.model_specs
         problems: list = []
-        cfgs = [build_config(s, ("models", i), Located(sc.source or "<scenario>", None), problems)
+        cfgs = [build_config(s, ("models", i), Located(sc.source or "<scenario>", None), problems, sc.base_dir)
                 for i, s in enumerate(specs)]
         if problems:
             raise ScenarioError(problems)
@@ -77,16 +77,23 @@ class LMRunner:
         _one_thread_if_small(torch, device, sum(totals))
         dtype = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}[sc.dtype]
         self.answers: dict = {}
-        if sc.input.text is not None:
-            self.tokens = ByteTokenizer().encode(sc.input.text)
-        elif sc.input.ids is not None:
-            self.tokens = list(sc.input.ids)
+        self.tokenizer = scenario_tokenizer(sc)          # a checkpoint's own, or None: bytes
+        if sc.input.task is None:
+            self.tokens = input_tokens(sc)
         else:
             seq = generate(sc.input.task)
             self.tokens, self.answers = list(seq.tokens), seq.answers
-        self.models = [SteppedModel(cfg, sc, device, dtype, sc.base_dir) for cfg in cfgs]
+        if specs[0].pretrained is not None and self.tokenizer is None:
+            notes.append(f"{specs[0].label} has no tokenizer files: tokens are shown as ids")
+        self.models = [SteppedModel(cfg, sc, device, dtype, sc.base_dir, spec=s, spec_path=_spec_path(sc, i),
+                                    notes=notes, watch=_watched(sc, i, cfg) if s.pretrained else None)
+                       for i, (s, cfg) in enumerate(zip(specs, cfgs))]
         self.info_models = [{"name": s.label, "kind": "lm", "config": dataclasses.asdict(cfg), "params": total}
                             for s, cfg, total in zip(specs, cfgs, totals)]
+        for info, r in zip(self.info_models, self.models):
+            if r.pretrained is not None:
+                info.update(pretrained=r.pretrained, dtype=str(r.dtype).removeprefix("torch."), device=str(r.device),
+                            watch=None if r.watch is None else sorted(r.watch))
         notes += sorted({r.backend_note for r in self.models if r.backend_note})
         self.device, self.backend = str(device), self.models[0].backend
         for r in self.models:
@@ -100,10 +107,19 @@ class LMRunner:
             token, source = self.tokens[pos], "input"
         else:
             token, source = self._decode(self.models[0].logits), sc.decoding.mode
-        text = ByteTokenizer().token_str(token) if token < 256 else str(token)
+        text = self._text(token)
         nxt = int(self.tokens[pos + 1]) if pos + 1 < len(self.tokens) else None
         fields = observe.token_meta(pos, int(token), text, source, self.answers.get(pos), nxt)
-        return observe.lm_step_fields(fields, (r.step(int(token)) for r in self.models))
+        meta, arrays = observe.lm_step_fields(fields, (r.step(int(token)) for r in self.models))
+        if self.tokenizer is not None:   # the guesses as text too: a replay has no tokenizer to ask
+            for m, mm in enumerate(meta["models"]):
+                observe.guess_texts(mm, [self._text(int(t)) for t in arrays[f"m{m}/top_ids"]])
+        return meta, arrays
+
+    def _text(self, token: int) -> str:
+        if self.tokenizer is not None:
+            return self.tokenizer.token_str(token)
+        return ByteTokenizer().token_str(token) if token < 256 else str(token)
 
     def _decode(self, logits) -> int:
         torch = self.torch
@@ -141,16 +157,25 @@ class MemoryRunner:
 class SteppedModel:
     """One language model: prefill with the parallel / chunked forward, then observed steps."""
 
-    def __init__(self, cfg, sc: Scenario, device, dtype, base_dir: Path | None):
+    def __init__(self, cfg, sc: Scenario, device, dtype, base_dir: Path | None, spec=None, spec_path=("model",),
+                 notes: list | None = None, watch: frozenset | None = None):
         import torch
         from ..model import LM
         self.torch = torch
         self.cfg = cfg
-        torch.manual_seed(sc.weights.seed)           # same seed, same preset: same weights side by side
-        model = LM(cfg)
-        if sc.weights.checkpoint is not None:
-            _load_checkpoint(model, sc, base_dir)
-        self.model = model.to(device=device, dtype=dtype).eval()
+        self.watch = watch
+        self.pretrained = None
+        if spec is not None and spec.pretrained is not None:
+            device = _device(torch, spec.device, notes if notes is not None else []) if spec.device else device
+            self.model, self.pretrained = _load_pretrained(sc, spec, spec_path, device, base_dir)
+            dtype = next(self.model.parameters()).dtype
+        else:
+            torch.manual_seed(sc.weights.seed)       # same seed, same preset: same weights side by side
+            model = LM(cfg)
+            if sc.weights.checkpoint is not None:
+                _load_checkpoint(model, sc, base_dir)
+            self.model = model.to(device=device, dtype=dtype).eval()
+        self.dtype = dtype
         from ..backend import resolve, set_backend
         self.backend, self.backend_note = resolve(device)
         set_backend(self.model, self.backend)
@@ -163,7 +188,9 @@ class SteppedModel:
         # with learned positions index by a host integer and step eagerly.
         import os
         mode = os.environ.get("LINEAGE_GRAPH", "auto").lower()
-        off = mode in ("0", "off", "no") or device.type != "cuda" or self.model.wpe is not None
+        # softmax KV caches have no static form yet: models with one step eagerly too
+        off = (mode in ("0", "off", "no") or device.type != "cuda" or self.model.wpe is not None
+               or "softmax" in cfg.mixers)
         self.graph_mode = None if off else mode
         self.capacity = (total_steps(sc) or 0) + sc.decoding.prefill + 2
         self.stepper = None
@@ -189,7 +216,7 @@ class SteppedModel:
                 self.stepper = GraphStep(self.model, self.state, self.capacity,
                                          compile=self.graph_mode == "compile")
         self.logits = logits[0].float()
-        return observe.lm_fields(obs, self.cfg, self.load)
+        return observe.lm_fields(obs, self.cfg, self.load, self.watch)
 
 
 def _load_checkpoint(model, sc: Scenario, base_dir: Path | None) -> None:
@@ -219,11 +246,49 @@ def _load_checkpoint(model, sc: Scenario, base_dir: Path | None) -> None:
         raise _weights_error(sc, f"{path} does not fit the model: " + "; ".join(bad))
 
 
-def _weights_error(sc: Scenario, msg: str) -> ScenarioError:
+WATCH_ALL_BYTES = 8 << 20      # a checkpoint whose states (S and dS, float16) fit this keeps every layer
+
+
+def _watched(sc: Scenario, m: int, cfg) -> frozenset | None:
+    """The layers whose state and decay model m's frames keep: every layer (None) when they are
+    small, else those its state and decay panels show (the first layer with one where a panel
+    names none). Kimi Linear 48B's KDA states are 2 MB a layer: all 20 would be 40 MB a frame."""
+    from ..configs import DECAY_MIXERS, STATE_MIXERS
+    per_frame = sum(2 * 2 * c.n_heads * c.head_dim * getattr(c, "v_dim", c.head_dim) for c in
+                    (cfg.mixer_config(k) for k in cfg.mixers if k in STATE_MIXERS))
+    if per_frame <= WATCH_ALL_BYTES:
+        return None
+    out = set()
+    for p in sc.panels:
+        kinds = {"state": STATE_MIXERS, "decay": DECAY_MIXERS}.get(p.kind)
+        if kinds is None or p.model != m:
+            continue
+        layer = p.layer if p.layer is not None else next((i for i, k in enumerate(cfg.mixers) if k in kinds), None)
+        if layer is not None:
+            out.add(layer)
+    return frozenset(out)
+
+
+def _spec_path(sc: Scenario, i: int) -> tuple:
+    return ("model",) if sc.model is not None else ("models", i)
+
+
+def _load_pretrained(sc: Scenario, spec, spec_path: tuple, device, base_dir: Path | None):
+    """(model, its directory) or a ScenarioError placed at the spec's `pretrained` field."""
+    from ..pretrained import PretrainedError, load_pretrained
+    path = pretrained_dir(spec, base_dir)
+    try:
+        model, _ = load_pretrained(path, device=device, dtype=spec.dtype)
+    except PretrainedError as e:
+        raise _weights_error(sc, str(e), spec_path + ("pretrained",)) from None
+    return model, str(path)
+
+
+def _weights_error(sc: Scenario, msg: str, where: tuple = ("weights", "checkpoint")) -> ScenarioError:
     """A problem found when the checkpoint is read (not by validate, which does not open it),
     placed at the scenario's `weights.checkpoint` like every other problem with a field."""
     file = sc.source or "<scenario>"
     try:
-        return ScenarioError([load_text(sc.text or "", file).problem(("weights", "checkpoint"), msg)])
+        return ScenarioError([load_text(sc.text or "", file).problem(where, msg)])
     except ScenarioError:           # no text to place it in (a scenario built in code)
-        return ScenarioError([Problem(file, 1, 1, "weights.checkpoint", msg)])
+        return ScenarioError([Problem(file, 1, 1, ".".join(map(str, where)), msg)])

@@ -3,9 +3,11 @@
 app then shows ids as ids and says so)."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from ..escapes import visible
+from .problems import PretrainedError
 
 
 class HFTokenizer:
@@ -33,9 +35,31 @@ def load_tokenizer(root: Path) -> HFTokenizer | None:
         import tokenizers
     except ImportError:             # the library is optional: ids stay ids
         return None
-    if (root / "tokenizer.json").is_file():
-        return HFTokenizer(tokenizers.Tokenizer.from_file(str(root / "tokenizer.json")), "tokenizer.json")
-    if (root / "vocab.json").is_file() and (root / "merges.txt").is_file():
-        bpe = tokenizers.ByteLevelBPETokenizer(str(root / "vocab.json"), str(root / "merges.txt"))
-        return HFTokenizer(bpe, "vocab.json + merges.txt")
+    try:
+        if (root / "tokenizer.json").is_file():
+            return HFTokenizer(tokenizers.Tokenizer.from_file(str(root / "tokenizer.json")), "tokenizer.json")
+        if (root / "vocab.json").is_file() and (root / "merges.txt").is_file():
+            bpe = tokenizers.ByteLevelBPETokenizer(str(root / "vocab.json"), str(root / "merges.txt"))
+            return HFTokenizer(bpe, "vocab.json + merges.txt")
+    except Exception as e:  # noqa: BLE001  the library raises its own kinds for a broken file
+        raise PretrainedError(f"{root}: its tokenizer files cannot be read ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
     return None
+
+
+@functools.lru_cache(maxsize=8)
+def _cached(root: str, stamp: float) -> HFTokenizer | None:
+    return load_tokenizer(Path(root))
+
+
+def tokenizer_for(path) -> HFTokenizer | None:
+    """The tokenizer of a checkpoint directory (hub cache folders too), read once per process:
+    validate, the step count and the session all ask for it. None when there is none or the
+    directory cannot be read (the loader says why, at its own place)."""
+    from .loader import resolve_dir
+    try:
+        root = resolve_dir(path)
+        stamp = max((root / n).stat().st_mtime for n in ("tokenizer.json", "vocab.json", "config.json")
+                    if (root / n).exists())
+        return _cached(str(root), stamp)
+    except (PretrainedError, OSError, ValueError):
+        return None

@@ -1,9 +1,11 @@
-"""A ModelSpec into a ModelConfig: a preset with its overrides merged in, or an inline config,
-checked against the limits of an interactive session. Problems are collected, located, never raised."""
+"""A ModelSpec into a ModelConfig: a preset with its overrides merged in, an inline config
+(checked against the limits of an interactive session), or a checkpoint's config.json (read
+without its weights, torch-free). Problems are collected, located, never raised."""
 from __future__ import annotations
 
 import dataclasses
 import typing
+from pathlib import Path
 
 from .. import configs as C
 from ..arithmetic import count
@@ -76,10 +78,24 @@ def _type_problem(cur, val, fld) -> str | None:
     return None
 
 
-def build_config(spec: ModelSpec, path: tuple, loc: Located, problems: list) -> C.ModelConfig | None:
+def pretrained_dir(spec: ModelSpec, base_dir: Path | None) -> Path:
+    """A spec's checkpoint directory: absolute, or relative to the scenario's folder."""
+    p = Path(spec.pretrained).expanduser()
+    return p if p.is_absolute() or base_dir is None else base_dir / p
+
+
+def build_config(spec: ModelSpec, path: tuple, loc: Located, problems: list,
+                 base_dir: Path | None = None) -> C.ModelConfig | None:
     """The ModelConfig a ModelSpec describes, or None after appending located problems."""
     if spec.memory is not None:
         return None
+    if spec.pretrained is not None:     # a real model: its own size, none of a session's toy limits
+        from ..pretrained import PretrainedError, read_model_config
+        try:
+            return read_model_config(pretrained_dir(spec, base_dir))[0]
+        except PretrainedError as e:
+            problems.append(loc.problem(path + ("pretrained",), str(e)))
+            return None
     if spec.preset is not None:
         if spec.preset not in PRESETS:
             problems.append(loc.problem(path + ("preset",), f"unknown preset {spec.preset!r}"

@@ -11,7 +11,7 @@ from ..arithmetic import count, model_memory
 from ..did_you_mean import did_you_mean
 from ..figures import figure_steps
 from ..presets import PRESETS
-from .build import build_config
+from .build import build_config, pretrained_dir
 from .reader import Located
 from .schema import MQAR, Scenario, TopicShift, TwoFacts
 from .tasks import generate
@@ -37,10 +37,11 @@ def resident_bytes(cfgs: list, dtype: str, steps: int) -> int:
 
 def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) -> None:
     """Checks across fields: presets, overrides, layer indices, panels against the model."""
-    cfgs = [build_config(s, _model_path(sc, i), loc, problems) for i, s in enumerate(sc.model_specs)]
+    cfgs = [build_config(s, _model_path(sc, i), loc, problems, base_dir) for i, s in enumerate(sc.model_specs)]
     specs = sc.model_specs
-    if all(c is not None for c in cfgs) and cfgs and sc.input is not None:
-        need = resident_bytes(cfgs, sc.dtype, (total_steps(sc) or 0) + sc.decoding.prefill)
+    toys = [c for c, s in zip(cfgs, specs) if s.pretrained is None]      # a checkpoint is as big as it is
+    if all(c is not None for c in cfgs) and toys and sc.input is not None:
+        need = resident_bytes(toys, sc.dtype, (total_steps(sc, base_dir) or 0) + sc.decoding.prefill)
         if need > MAX_SCENARIO_BYTES:   # the per-model limit alone let 8 gpt2-small reach 4 GB
             problems.append(loc.problem(("models",) if sc.models is not None else ("model",),
                                         f"the scenario's models would hold {need / 2**30:.1f} GiB of weights, state "
@@ -79,12 +80,27 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
                 j = max(range(len(sc.input.ids)), key=lambda t: sc.input.ids[t])
                 problems.append(loc.problem(("input", "ids", j), f"token id {sc.input.ids[j]} is past the "
                                             f"vocabulary of {cfg.name} ({cfg.vocab_size})"))
-    if sc.input is not None and sc.input.text is not None:
+    tok = scenario_tokenizer(sc, base_dir)
+    if sc.input is not None and sc.input.text is not None and tok is None and specs and specs[0].pretrained \
+            and cfgs[0] is not None:
+        problems.append(loc.problem(("input", "text"), f"{specs[0].label} has no tokenizer files (tokenizer.json): "
+                                    "give the input as ids"))
+    if sc.input is not None and sc.input.text is not None and tok is None:
         for i, cfg in enumerate(cfgs):     # text is read byte by byte: ids 0..255
             if cfg is not None and cfg.vocab_size < 256:
                 problems.append(loc.problem(_model_path(sc, i), f"{cfg.name} has a vocabulary of {cfg.vocab_size}; "
                                             "text input is read as bytes and needs at least 256"))
-        n = len(sc.input.text.encode("utf-8"))
+    if sc.input is not None and sc.input.text is not None and tok is not None:
+        ids = tok.encode(sc.input.text)
+        for i, cfg in enumerate(cfgs):
+            if cfg is not None and ids and max(ids) >= cfg.vocab_size:
+                problems.append(loc.problem(("input", "text"), f"the tokenizer makes id {max(ids)}, past the "
+                                            f"vocabulary of {cfg.name} ({cfg.vocab_size})"))
+        if not ids:
+            problems.append(loc.problem(("input", "text"), "the tokenizer makes no tokens of this text"))
+            return
+    if sc.input is not None and sc.input.text is not None:
+        n = input_length(sc, base_dir)
         if sc.decoding.prefill >= n and sc.decoding.mode == "teacher":
             problems.append(loc.problem(("decoding", "prefill"), f"prefill {sc.decoding.prefill} leaves no input "
                                         f"to step through (the text is {n} tokens)"))
@@ -166,7 +182,7 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
         for name in names:
             if name not in PRESETS:
                 problems.append(loc.problem(("figure",), f"unknown preset {name!r}{did_you_mean(name, PRESETS)}"))
-    total = total_steps(sc)
+    total = total_steps(sc, base_dir)
     for j, c in enumerate(sc.captions):
         if total is not None and c.at >= total:
             problems.append(loc.problem(("captions", j, "at"), f"step {c.at} is past the end (the scenario has "
@@ -198,23 +214,41 @@ def _check_table(sc: Scenario, key: str, loc: Located, problems: list) -> None:
         problems.append(loc.problem(path, f"has {len(rows)} rows; the task uses {need} {key}"))
 
 
-def input_length(sc: Scenario) -> int | None:
+def scenario_tokenizer(sc: Scenario, base_dir: Path | None = None):
+    """The first model's checkpoint tokenizer when it is a pretrained model that has one (every
+    model of the scenario reads the ids it makes), else None: text is read as bytes."""
+    specs = sc.model_specs
+    if not specs or specs[0].pretrained is None:
+        return None
+    from ..pretrained.tokenizer import tokenizer_for
+    return tokenizer_for(pretrained_dir(specs[0], base_dir or sc.base_dir))
+
+
+def input_tokens(sc: Scenario, base_dir: Path | None = None) -> list[int]:
+    """The input text or ids as token ids (text through the checkpoint's tokenizer, or as bytes)."""
+    if sc.input.ids is not None:
+        return list(sc.input.ids)
+    tok = scenario_tokenizer(sc, base_dir)
+    return tok.encode(sc.input.text) if tok is not None else list(sc.input.text.encode("utf-8"))
+
+
+def input_length(sc: Scenario, base_dir: Path | None = None) -> int | None:
     if sc.input is None:
         return None
     if sc.input.text is not None:
-        return len(sc.input.text.encode("utf-8"))
+        return len(input_tokens(sc, base_dir))
     if sc.input.ids is not None:
         return len(sc.input.ids)
     seq = generate(sc.input.task)
     return len(seq.events) if any(s.memory is not None for s in sc.model_specs) else len(seq.tokens)
 
 
-def total_steps(sc: Scenario) -> int | None:
+def total_steps(sc: Scenario, base_dir: Path | None = None) -> int | None:
     """How many frames the scenario yields."""
     if sc.figure is not None and not sc.model_specs:
         n = figure_steps(sc.figure)
         return min(sc.steps or n, n)
-    n = input_length(sc)
+    n = input_length(sc, base_dir)
     if n is None:
         return sc.steps
     avail = n - sc.decoding.prefill

@@ -52,20 +52,26 @@ class MemorySpec(Strict):
 
 
 class ModelSpec(Strict):
-    """Exactly one of: preset (optionally with overrides), config (inline), memory (toy)."""
+    """Exactly one of: preset (optionally with overrides), config (inline), memory (toy), or
+    pretrained (a checkpoint directory in the Hugging Face layout, with its own dtype and device)."""
     name: str | None = None
     preset: str | None = None
     overrides: dict[str, Any] = {}
     config: dict[str, Any] | None = None
     memory: MemorySpec | None = None
+    pretrained: str | None = Field(None, min_length=1, max_length=4096)   # relative to the scenario
+    dtype: Literal["float32", "float64", "bfloat16", "float16"] | None = None   # pretrained: None = its own
+    device: Literal["auto", "cpu", "cuda"] | None = None                 # pretrained: None = the scenario's
 
     @model_validator(mode="after")
     def _one_source(self):
-        given = [k for k in ("preset", "config", "memory") if getattr(self, k) is not None]
+        given = [k for k in ("preset", "config", "memory", "pretrained") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError(f"give exactly one of preset, config or memory (got {', '.join(given) or 'none'})")
+            raise ValueError(f"give exactly one of preset, config, memory or pretrained (got {', '.join(given) or 'none'})")
         if self.overrides and self.preset is None:
             raise ValueError("overrides apply to a preset; write the whole config inline instead")
+        if (self.dtype or self.device) and self.pretrained is None:
+            raise ValueError("dtype and device per model are for pretrained checkpoints (presets use the scenario's)")
         return self
 
     @property
@@ -74,6 +80,8 @@ class ModelSpec(Strict):
             return self.name
         if self.memory is not None:
             return f"{self.memory.rule} memory"
+        if self.pretrained is not None:
+            return Path(self.pretrained.rstrip("/")).name or self.pretrained
         return self.preset or str((self.config or {}).get("name", "custom"))
 
 

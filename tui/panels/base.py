@@ -126,7 +126,8 @@ class Panel(Vertical, can_focus=True):
         m = info["models"][self.options.get("model", 0)]
         if m["kind"] == "memory":
             return [0]
-        return [i for i, k in enumerate(m["config"]["mixers"]) if k in self.LAYER_KINDS]
+        watch = m.get("watch")      # a real checkpoint's frames hold the watched layers only
+        return [i for i, k in enumerate(m["config"]["mixers"]) if k in self.LAYER_KINDS and (watch is None or i in watch)]
 
     def current_layer(self, info: dict) -> int | None:
         """The layer to draw: the one asked for if it has something to show, else the first that does."""

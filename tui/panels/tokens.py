@@ -30,10 +30,15 @@ def text_form(cur, i: int, p: dict, width: int) -> list[str]:
         lines.append(f"  query: the right answer next is {token_name(now.answer)!r}")
     for m in range(len(info["models"])):
         g = f.guesses(m)
-        ids, probs = g.ids, g.probs
-        top = "  ".join(f"{token_name(int(t))!r} {float(q):.3f}" for t, q in zip(ids[:5], probs[:5]))
+        probs = g.probs
+        top = "  ".join(f"{_guess_name(g, j)!r} {float(q):.3f}" for j, q in enumerate(probs[:5]))
         lines.append(f"  {model_name(info, m)} next: {top}")
     return lines
+
+
+def _guess_name(g, j: int) -> str:
+    """Guess j as its tokenizer spelled it (a checkpoint's), or by its byte id."""
+    return g.texts[j] if g.texts is not None else token_name(int(g.ids[j]))
 
 
 class TokensPanel(TextPanel):
@@ -60,11 +65,11 @@ class TokensPanel(TextPanel):
             t.append(f"  want next: {token_name(now.answer)!r}", Style(color="#ffaf00"))
         for m, model in enumerate(cursor.info["models"]):
             g = f.guesses(m)
-            ids, probs = g.ids, g.probs
+            probs = g.probs
             t.append(f"\n{model['name']}: ")
-            for tok, q in list(zip(ids, probs))[:5]:
+            for j, q in enumerate(probs[:5]):
                 bar = "█" * max(1, int(float(q) * 40))
-                t.append(f"{token_name(int(tok))!r} ", Style(bold=True))
+                t.append(f"{_guess_name(g, j)!r} ", Style(bold=True))
                 t.append(bar, Style(color=palette.SEQUENTIAL[min(7, 2 + int(float(q) * 12))]))
                 t.append(f" {float(q):.3f}  ")
         return t
