@@ -11,11 +11,19 @@ from scenarios import DIR as SCENARIO_DIR
 
 
 
+def _config_of(name: str):
+    """A preset's config, or a checkpoint directory's (read from its config.json, no weights)."""
+    if Path(name).expanduser().is_dir():
+        from lineage.pretrained import read_model_config
+        return read_model_config(name)[0]
+    from lineage.presets import get_preset
+    return get_preset(name)
+
+
 def _params(args) -> int:
     from lineage.arithmetic import count, human
-    from lineage.presets import get_preset
     try:
-        cfg = get_preset(args.preset)
+        cfg = _config_of(args.preset)
     except ValueError as e:
         print(f"lineage params: {e}", file=sys.stderr)
         return 2
@@ -47,9 +55,8 @@ def _kind_counts(kinds) -> dict[str, int]:
 
 def _memory(args) -> int:
     from lineage.arithmetic import H200_BYTES, batch_per_card, count, model_memory
-    from lineage.presets import get_preset
     try:
-        cfg = get_preset(args.preset)
+        cfg = _config_of(args.preset)
     except ValueError as e:
         print(f"lineage memory: {e}", file=sys.stderr)
         return 2
@@ -343,10 +350,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="lineage", description="Watch language-model memory work, token by token.")
     p.add_argument("--version", action="version", version=f"lineage {__version__}")
     sub = p.add_subparsers(dest="cmd")
-    pp = sub.add_parser("params", help="total and active parameter counts of a preset (no weights allocated)")
+    pp = sub.add_parser("params", help="total and active parameter counts of a preset or checkpoint directory "
+                        "(no weights read)")
     pp.add_argument("preset")
     pp.add_argument("--json", action="store_true", help="print the full breakdown as JSON")
-    pm = sub.add_parser("memory", help="cache and state bytes of a preset, and the batch a card holds")
+    pm = sub.add_parser("memory", help="cache and state bytes of a preset or checkpoint directory, and the "
+                        "batch a card holds")
     pm.add_argument("preset")
     pm.add_argument("--context", type=int, default=131072, help="context length in tokens (default 131072)")
     pm.add_argument("--card-gb", type=float, default=141.0, help="accelerator memory in GB (default: H200, 141)")

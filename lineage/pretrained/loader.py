@@ -75,13 +75,15 @@ def torch_dtype(name):
 
 def load_pretrained(path, device="cpu", dtype=None):
     """(model, tokenizer or None). `dtype` None: the checkpoint's own (config.json's `dtype` or
-    `torch_dtype`), float32 when it names none. Raises PretrainedError, one line, for anything
+    `torch_dtype`) on a GPU, float32 on the CPU or when it names none. Raises PretrainedError, one line, for anything
     wrong with the directory."""
     import torch
     from ..model import LM
     cfg, arch, root, raw = read_model_config(path)
-    dtype = torch_dtype(dtype) or torch_dtype(DTYPES.get(str(raw.get("dtype") or raw.get("torch_dtype")), "float32"))
     device = torch.device(device)
+    if dtype is None and device.type == "cpu":
+        dtype = "float32"       # the CPU has no bf16 triangular solve (the chunked reference needs one)
+    dtype = torch_dtype(dtype) or torch_dtype(DTYPES.get(str(raw.get("dtype") or raw.get("torch_dtype")), "float32"))
     shards = Shards(weight_files(root))
     with torch.device("meta"):
         model = LM(cfg)
