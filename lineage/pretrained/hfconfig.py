@@ -20,6 +20,7 @@ GENERIC = {
     "chunk_size_feed_forward", "use_return_dict", "pretraining_tp", "attention_dropout", "max_position_embeddings",
     "model_max_length", "use_sliding_window", "max_window_layers", "sliding_window", "num_nextn_predict_layers",
     "mtp_num_hidden_layers", "mtp_use_dedicated_embeddings", "tie_encoder_decoder", "prefix", "finetuning_task",
+    "output_past", "_num_labels", "gradient_checkpointing", "use_bfloat16", "keys_to_ignore_at_inference",
 }
 
 
