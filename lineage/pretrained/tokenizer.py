@@ -1,6 +1,6 @@
 """A checkpoint's own tokenizer, when its directory has one: `tokenizer.json` (or GPT-2's
-`vocab.json` + `merges.txt`) through the `tokenizers` library. None when there is none (the
-app then shows ids as ids and says so)."""
+`vocab.json` + `merges.txt`) through the `tokenizers` library, or Kimi's `tiktoken.model`
+through `tiktoken`. None when there is none (the app then shows ids as ids and says so)."""
 from __future__ import annotations
 
 import functools
@@ -30,12 +30,72 @@ class HFTokenizer:
         return visible(s, keep_newlines=False)
 
 
-def load_tokenizer(root: Path) -> HFTokenizer | None:
+# Kimi's pre-tokenizer (its published tiktoken pattern): runs of Han characters are words of their
+# own, then cased letter runs with English contractions, up to three digits, punctuation, spaces
+KIMI_PATTERN = "|".join([
+    r"[\p{Han}]+",
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+"
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*"
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"\p{N}{1,3}",
+    r" ?[^\s\p{L}\p{N}]+[\r\n]*",
+    r"\s*[\r\n]+",
+    r"\s+(?!\S)",
+    r"\s+",
+])
+
+
+class TiktokenTokenizer:
+    """Kimi's tokenizer: BPE ranks from `tiktoken.model` (one `base64-bytes rank` a line), the
+    special tokens named in `tokenizer_config.json`'s `added_tokens_decoder`."""
+
+    def __init__(self, root: Path):
+        import base64
+        import json
+
+        import tiktoken
+        ranks = {}
+        for line in (root / "tiktoken.model").read_bytes().splitlines():
+            if line.strip():
+                token, rank = line.split()
+                ranks[base64.b64decode(token)] = int(rank)
+        special = {}
+        cfg = root / "tokenizer_config.json"
+        if cfg.is_file():
+            for i, tok in json.loads(cfg.read_text(encoding="utf-8")).get("added_tokens_decoder", {}).items():
+                special[tok["content"]] = int(i)
+        self.enc = tiktoken.Encoding(name=root.name, pat_str=KIMI_PATTERN, mergeable_ranks=ranks,
+                                     special_tokens=special)
+        self.source = "tiktoken.model"
+        self.vocab_size = self.enc.n_vocab
+
+    def encode(self, text: str) -> list[int]:
+        return self.enc.encode(text, disallowed_special=())    # text that spells a special token is text
+
+    def decode(self, ids) -> str:
+        return self.enc.decode([int(i) for i in ids])
+
+    def token_str(self, i: int) -> str:
+        """One token as readable text; a piece of a UTF-8 character shows its bytes (\\xe4)."""
+        try:
+            raw = self.enc.decode_single_token_bytes(int(i))
+        except KeyError:
+            return f"<{int(i)}>"
+        return visible(raw.decode("utf-8", errors="backslashreplace"), keep_newlines=False)
+
+
+def load_tokenizer(root: Path) -> HFTokenizer | TiktokenTokenizer | None:
     try:
-        import tokenizers
-    except ImportError:             # the library is optional: ids stay ids
-        return None
-    try:
+        if (root / "tiktoken.model").is_file() and not (root / "tokenizer.json").is_file():
+            try:
+                return TiktokenTokenizer(root)
+            except ImportError:     # the library is optional: ids stay ids
+                return None
+        try:
+            import tokenizers
+        except ImportError:
+            return None
         if (root / "tokenizer.json").is_file():
             return HFTokenizer(tokenizers.Tokenizer.from_file(str(root / "tokenizer.json")), "tokenizer.json")
         if (root / "vocab.json").is_file() and (root / "merges.txt").is_file():
@@ -58,7 +118,7 @@ def tokenizer_for(path) -> HFTokenizer | None:
     from .loader import resolve_dir
     try:
         root = resolve_dir(path)
-        stamp = max((root / n).stat().st_mtime for n in ("tokenizer.json", "vocab.json", "config.json")
+        stamp = max((root / n).stat().st_mtime for n in ("tokenizer.json", "vocab.json", "tiktoken.model", "config.json")
                     if (root / n).exists())
         return _cached(str(root), stamp)
     except (PretrainedError, OSError, ValueError):

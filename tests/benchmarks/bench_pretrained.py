@@ -136,6 +136,16 @@ def main() -> int:
         mem = dict(ours_weights_gib=(torch.cuda.memory_allocated() - base) / 2**30,
                    ours_load_peak_over_weights_gib=(torch.cuda.max_memory_allocated() - torch.cuda.memory_allocated()) / 2**30)
     report(out, load_s=load_s, load_gb_per_s=out["checkpoint_bytes"] / load_s / 1e9, **mem)
+    # the baseline: transformers' own loader on the same files, to the same device and dtype
+    sync(dev)
+    t0 = time.perf_counter()
+    where = {"device_map": str(dev)} if dev.type == "cuda" else {}      # (a device map needs accelerate)
+    again = KimiLinearForCausalLM.from_pretrained(str(folder), dtype=getattr(torch, dtype), **where)
+    sync(dev)
+    report(out, hf_from_pretrained_s=time.perf_counter() - t0)
+    del again
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
 
     ids = torch.randint(3, cfg.vocab_size, (1, args.prefill + args.steps), generator=torch.Generator().manual_seed(1))
     ids_d = ids.to(dev)

@@ -109,9 +109,15 @@ def test_config_problems(ckpt):
 
 
 def test_hub_cache_folder(ckpt, tmp_path):
+    """The hub cache: snapshots/<hash>/ holds links into blobs/, refs/main names the hash."""
     repo = tmp_path / "models--openai--tiny"
     snap = repo / "snapshots" / "abc123"
-    shutil.copytree(ckpt, snap)
+    (repo / "blobs").mkdir(parents=True)
+    snap.mkdir(parents=True)
+    for f in ckpt.iterdir():
+        blob = repo / "blobs" / f"sha-{f.name}"
+        shutil.copy(f, blob)
+        (snap / f.name).symlink_to(os.path.relpath(blob, snap))
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("abc123")
     model, _ = lineage.load_pretrained(repo)

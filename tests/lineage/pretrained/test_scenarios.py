@@ -109,3 +109,11 @@ def test_big_states_keep_only_the_watched_layers(ckpt, monkeypatch):
     from tui.panels.state import StatePanel
     assert StatePanel({"kind": "state"}).drawable_layers(s.info) == [2, 4]
     small.close(), s.close()
+
+
+def test_svg_snapshot_of_a_checkpoint(ckpt, tmp_path):
+    out = tmp_path / "k.svg"
+    assert main(["snapshot", str(ckpt), "--text", "the cat sat", "--step", "2", "--size", "120", "40",
+                 "-o", str(out)]) == 0
+    svg = out.read_text()
+    assert "routing" in svg and "kimi-tiny" in svg
