@@ -4,7 +4,10 @@
     shards.py        safetensors files (single or indexed shards), checked before reading; never pickle
     hfconfig.py      config.json fields: read, known to be irrelevant, or refused
     gpt2.py  kimi_linear.py  qwen3_next.py    one architecture each: config fields and tensor names
-    tokenizer.py     the checkpoint's tokenizer, or None
+    experts.py       the MoE tensor names both hybrids share
+    tokenizer.py     the checkpoint's tokenizer (tokenizer.json or tiktoken.model), or None
+    scenario.py      the scenario `lineage run DIR` opens (default panels per architecture)
+    problems.py      PretrainedError: one line for the user
 """
 from .loader import is_checkpoint, load_pretrained, read_model_config
 from .problems import PretrainedError

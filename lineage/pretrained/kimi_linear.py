@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 
 from ..configs import DenseFFNConfig, KDAConfig, MLAConfig, ModelConfig, MoEConfig
+from .experts import experts
 from .hfconfig import Fields
-from .qwen3_next import experts
 
 MODEL_TYPE = "kimi_linear"
 

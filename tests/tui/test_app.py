@@ -155,8 +155,15 @@ def test_pickers_and_snapshot_key(tmp_path):
             state.focus()
             await pilot.press("right_square_bracket")
             assert state.options["layer"] == 1
+            layers = state.drawable_layers(app.cursor.info)
+            await pilot.press("right_curly_bracket")               # eight layers on, and back
+            assert state.options["layer"] == layers[(1 + 8) % len(layers)]
+            await pilot.press("left_curly_bracket")
+            assert state.options["layer"] == 1
             await pilot.press("full_stop", "full_stop")
             assert state.options["head"] == 2 and "head 2/4" in state.border_title
+            await pilot.press("greater_than_sign")                 # eight heads on, modulo 4
+            assert state.options["head"] == 2
             await pilot.press("t")
             assert state.options["quantity"] == "dS" and "delta S" in state.border_title
             routing = next(p for p in app.query(Panel) if p.kind == "routing")

@@ -14,6 +14,7 @@ KEYS = """\
 [b]Panels[/b]
   tab          focus the next panel        m           maximise / restore it
   [  ]         layer of the focused panel  ,  .        head of the focused panel
+  {  }         eight layers at a time      <  >        eight heads at a time
   t            state: S, last write, read-back error
   h j k l      move the heatmap cursor (its value shows under the map)
 [b]Other[/b]

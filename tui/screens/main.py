@@ -56,6 +56,11 @@ class MainScreen(Screen):
         Binding("right_square_bracket", "pick('layer', 1)", "layer+", show=False),
         Binding("comma", "pick('head', -1)", "head-", show=False),
         Binding("full_stop", "pick('head', 1)", "head+", show=False),
+        # a real checkpoint has 27-48 layers and 32 heads: jump eight at a time
+        Binding("left_curly_bracket", "pick('layer', -8)", "layer-8", show=False),
+        Binding("right_curly_bracket", "pick('layer', 8)", "layer+8", show=False),
+        Binding("less_than_sign", "pick('head', -8)", "head-8", show=False),
+        Binding("greater_than_sign", "pick('head', 8)", "head+8", show=False),
         Binding("t", "pick('quantity', 1)", "S/dS/err", show=False),
         Binding("question_mark,f1", "help", "help"),
         Binding("q", "app.quit", "quit"),
