@@ -94,6 +94,8 @@ class CacheView:
     kv_per_tok: float
     latent_per_tok: float
     kv_equiv_per_tok: float      # what the MLA layers would cache as plain multi-head K and V
+    conv: int = 0                # short-convolution caches (in `state`), by lineage.arithmetic.model_memory
+    dtypes: str = ""             # the element sizes counted, for the screen
 
     @property
     def cache(self) -> int:

@@ -55,8 +55,8 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
         m = s.memory
         if m is not None and m.channel_decay is not None:
             p = _model_path(sc, i) + ("memory", "channel_decay")
-            if m.rule != "kda":
-                problems.append(loc.problem(p, "channel_decay needs rule: kda (one decay per key channel)"))
+            if m.rule not in ("kda", "gated_linear"):
+                problems.append(loc.problem(p, "channel_decay needs rule: kda or gated_linear (one decay per key channel)"))
             elif len(m.channel_decay) != m.key_dim:
                 problems.append(loc.problem(p, f"has {len(m.channel_decay)} entries; expected key_dim = {m.key_dim}"))
             elif any(g > 0 for g in m.channel_decay):
@@ -161,7 +161,7 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
         if p.kind == "depth" and cfg.attnres is None:
             problems.append(loc.problem(path + ("kind",), f"{cfg.name} has no attention residuals"))
     if sc.figure is not None:
-        names = [getattr(sc.figure, a) for a in ("big", "small") if hasattr(sc.figure, a)]
+        names = [getattr(sc.figure, a) for a in ("big", "small", "compare") if getattr(sc.figure, a, None)]
         names += list(getattr(sc.figure, "presets", []))
         for name in names:
             if name not in PRESETS:
