@@ -160,6 +160,11 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
             problems.append(loc.problem(path + ("kind",), f"{cfg.name} has no MoE layer to route"))
         if p.kind == "depth" and cfg.attnres is None:
             problems.append(loc.problem(path + ("kind",), f"{cfg.name} has no attention residuals"))
+        if p.kind == "gate" and (cfg.mla is None or not cfg.mla.output_gate or "mla" not in cfg.mixers):
+            problems.append(loc.problem(path + ("kind",), f"{cfg.name} has no gated MLA layer (mla.output_gate)"))
+        elif p.kind == "gate" and p.layer is not None and cfg.mixers[p.layer] != "mla":
+            problems.append(loc.problem(path + ("layer",), f"layer {p.layer} is {cfg.mixers[p.layer]}, not MLA "
+                                        f"(MLA layers: {_layers_of(cfg, ('mla',))})"))
     if sc.figure is not None:
         names = [getattr(sc.figure, a) for a in ("big", "small", "compare") if getattr(sc.figure, a, None)]
         names += list(getattr(sc.figure, "presets", []))

@@ -142,11 +142,12 @@ class Decoding(Strict):
 
 # ------------------------------------------------------------------------------- panels
 
-PANEL_KINDS = ("state", "decay", "routing", "depth", "cache", "tokens", "captions", "lineage", "figure", "recall")
+PANEL_KINDS = ("state", "decay", "routing", "depth", "cache", "tokens", "captions", "lineage", "figure", "recall", "gate")
 
 
 class Panel(Strict):
-    kind: Literal["state", "decay", "routing", "depth", "cache", "tokens", "captions", "lineage", "figure", "recall"]
+    kind: Literal["state", "decay", "routing", "depth", "cache", "tokens", "captions", "lineage", "figure", "recall",
+                  "gate"]
     model: int = Field(0, ge=0)
     layer: int | None = Field(None, ge=0)
     head: int = Field(0, ge=0)

@@ -21,7 +21,7 @@ from tui.panels import render
 SC = Path(__file__).parents[2] / "scenarios"
 LESSONS = ["fig1_param_ratio", "fig2_kv_cache", "fig3_two_facts", "fig3_dials", "fig4_chunk_dial", "fig5_gating",
            "fig6_channel_decay", "fig7_k3_layer_map", "fig8_moe_sparsity", "fig9_memory_table", "recall",
-           "recall_overload", "decayed_memory", "active_params", "decode_bytes"]
+           "recall_overload", "decayed_memory", "active_params", "decode_bytes", "gated_mla"]
 NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.,])\d+\.\d+")
 # numbers a caption derives rather than reads (each with why it is not on screen)
 DERIVED = {
@@ -190,3 +190,27 @@ def test_two_facts_general_error_and_normaliser():
         assert r["normalised_old"] == pytest.approx(1 / (1 + c)) and r["normalised_new"] == pytest.approx(c / (1 + c))
     eq = two_facts(0.7)
     assert eq["normalised_old"] == pytest.approx(1.0) == eq["normalised_new"]
+
+
+# ------------------------------------------------------------------------------ gated MLA
+
+def test_gated_mla_frames_hold_the_gate_per_head_and_channel():
+    s = Session(load(SC / "gated_mla.yaml"), device="cpu")
+    f = s.frame(19)
+    cfg = get_preset("k3-mini")
+    for layer, kind in enumerate(cfg.mixers):
+        g = f.gate(0, layer)
+        if kind != "mla":
+            assert g is None
+            continue
+        assert g.shape == (cfg.mla.n_heads, cfg.mla.v_head_dim) and ((g > 0) & (g < 1)).all()
+    assert not np.allclose(f.gate(0, 3), s.frame(18).gate(0, 3))     # recomputed from every token
+
+
+def test_gate_panel_refused_without_a_gated_mla():
+    from lineage.scenario import loads
+    from lineage.scenario.problems import ScenarioError
+    text = (SC / "gated_mla.yaml").read_text().replace("{preset: k3-mini}", "{preset: tiny-kda}")
+    text = text.replace("layer: 3, ", "").replace("layer: 7, ", "")
+    with pytest.raises(ScenarioError, match="no gated MLA layer"):
+        loads(text)

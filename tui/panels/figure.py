@@ -253,6 +253,7 @@ class FigurePanel(TextPanel):
     text_form = staticmethod(text_form)
     DEFAULT_CSS = """
     FigurePanel { column-span: 3; }
+    FigurePanel #body { text-wrap: nowrap; text-overflow: clip; }
     TextPanel.-figure { max-height: 60; }
     """
 
