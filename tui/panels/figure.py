@@ -78,14 +78,14 @@ def _chunk_dial(row, width):
     m = row["measured"]
     lines = [f"chunk size {row['chunk']}: {row['vs64']:.2f}x the arithmetic of chunk 64 (L = {row['length']}, "
              f"d = {row['dim']})",
-             f"  {row['flops']:,} FLOPs per head = state {row['state_flops']:,} + in-chunk {row['intra_flops']:,}"]
+             f"  {row['flops']:,} FLOPs per head",
+             f"  = state {row['state_flops']:,} + in-chunk {row['intra_flops']:,}"]
     if m:
         j = row["step"]
-        lines.append(f"  measured: {m['ms'][j]:,.1f} ms, {m['vs64'][j]:.2f}x the time of chunk 64 "
-                     f"({m['machine']}, {m['date']})")
-        lines.append(f"  (lineage.ops.delta_rule, fp32, {m['heads']} heads, {m['software']})")
-        lines.append(f"  the token recurrence took {m['recurrence_ms']:,.0f} ms; the Triton kernel at chunk 64 "
-                     f"{m['triton_64_ms']} ms")
+        lines.append(f"  measured: {m['ms'][j]:,.1f} ms, {m['vs64'][j]:.2f}x the time of chunk 64")
+        lines.append(f"  ({m['machine']}, {m['date']}, {m['software']};")
+        lines.append(f"  lineage.ops.delta_rule, fp32, {m['heads']} heads)")
+        lines.append(f"  token recurrence {m['recurrence_ms']:,.0f} ms; Triton kernel at chunk 64 {m['triton_64_ms']} ms")
     else:
         lines.append("  measured: no measurement at this length and width (BENCHMARKS.md has L = 8192, d = 128)")
     lines.append(f"  {'chunk':>6} {'FLOPs vs 64':>12} {'time vs 64':>11} {'ms':>9}")
@@ -273,7 +273,8 @@ class FigurePanel(TextPanel):
         lines = text_form(cursor, i, self.options, width)
         if row["kind"] == "chunk_dial":
             plot = Text.from_ansi(chunk_plot(row, width, 14, False), no_wrap=True, overflow="crop")
-            out = Text("\n".join(lines[:5]) + "\n", no_wrap=True, overflow="crop")
+            table = next(j for j, line in enumerate(lines) if line.split()[:2] == ["chunk", "FLOPs"])
+            out = Text("\n".join(lines[:table]) + "\n", no_wrap=True, overflow="crop")
             out.append_text(plot)
             return out
         return Text("\n".join(lines), no_wrap=True, overflow="crop")
