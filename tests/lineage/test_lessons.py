@@ -214,3 +214,18 @@ def test_gate_panel_refused_without_a_gated_mla():
     text = text.replace("layer: 3, ", "").replace("layer: 7, ", "")
     with pytest.raises(ScenarioError, match="no gated MLA layer"):
         loads(text)
+
+
+@pytest.mark.parametrize("figure, says", [
+    ("{kind: two_facts, settings: [[0.7]]}", "give [overlap, beta] or [overlap, beta, v1, v2] (got 1 numbers)"),
+    ("{kind: two_facts, settings: [[1.5, 1.0]]}", "overlap and beta must be in [0, 1]"),
+    ("{kind: kv_cache, compare: k33}", "unknown preset 'k33' (did you mean 'k3'?)"),
+    ("{kind: decode_bytes, presets: [gpt3]}", "unknown preset 'gpt3'"),
+])
+def test_bad_figure_settings_are_one_located_line(tmp_path, capsys, figure, says):
+    from tui.cli import main
+    f = tmp_path / "bad.yaml"
+    f.write_text(f"version: 1\ntitle: x\nfigure: {figure}\n")
+    assert main(["validate", str(f)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"{f}:3:") and says in err[0], err
