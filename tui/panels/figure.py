@@ -202,7 +202,7 @@ def _decode(row, width):
 
 def _memory(row, width):
     lines = [f"memory per sequence at {row['context']:,} tokens (cache bf16; state fp32, and bf16 beside it)",
-             f"  {'model':<16} {'cache':>10} {'state fp32':>10} {'bf16':>10} {'crossover':>10} {'bf16':>8}"]
+             f"  {'model':<16} {'cache':>10} {'state':>10} {'(bf16)':>10} {'crossover':>10} {'(bf16)':>8}"]
     for r in row["rows"]:
         x32 = f"{r['crossover']:,.0f}" if r["crossover"] else "-"
         x16 = f"{r['crossover_bf16']:,.0f}" if r["crossover_bf16"] else "-"
@@ -277,7 +277,12 @@ class FigurePanel(TextPanel):
             out = Text("\n".join(lines[:table]) + "\n", no_wrap=True, overflow="crop")
             out.append_text(plot)
             return out
-        return Text("\n".join(lines), no_wrap=True, overflow="crop")
+        out = Text("\n".join(lines), no_wrap=True, overflow="crop")
+        out.highlight_regex(r"(?m)^ >.*$", "bold reverse")        # the slider's current row
+        if row["kind"] == "kv_cache":         # the two batches' bars in the two series' colours
+            out.highlight_regex(r"#+", "#ff8700")
+            out.highlight_regex(r"(?<=  )=+(?= )", "#87d700")
+        return out
 
     def draw(self, cursor, i: int) -> None:
         super().draw(cursor, i)
