@@ -75,8 +75,9 @@ def _memory(args) -> int:
         return 0
     print(f"{cfg.name}: weights {weights / 1e9:.1f} GB at {args.weight_bytes} B/param on a {args.card_gb:g} GB card"
           + ("" if weights < card else "  (weights alone exceed the card: batch is 0)"))
-    print(f"  cache {rows[0]['bytes_per_token']:,} B per token (all layers, bf16), "
-          f"recurrent state {rows[0]['state_bytes']:,} B per sequence (fp32)")
+    r0 = rows[0]
+    print(f"  cache {r0['bytes_per_token']:,} B per token (all layers), fixed state {r0['state_bytes']:,} B per "
+          f"sequence (S {r0['matrix_bytes']:,} + conv cache {r0['conv_bytes']:,}); counted as {r0['dtypes']}")
     print(f"  {'context':>10} {'cache/seq':>12} {'state/seq':>12} {'batch/card':>11}")
     for r in rows:
         print(f"  {r['context']:>10,} {r['cache_bytes'] / 2**20:>10.1f}Mi {r['state_bytes'] / 2**20:>10.1f}Mi "

@@ -104,8 +104,10 @@ class MLA(nn.Module):
             c, k_pe = torch.cat([state.c, c], dim=1), torch.cat([state.k_pe, k_pe], dim=1)
         return q, LatentCache(c, k_pe)
 
-    def _attend(self, x: Tensor, q: Tensor, cache, visible: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """visible (T, L) bool, or None for causal over the whole cache."""
+    def _attend(self, x: Tensor, q: Tensor, cache, visible: Tensor | None = None
+                ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """visible (T, L) bool, or None for causal over the whole cache. Returns the output, the
+        attention and the output gate (None without one)."""
         cfg = self.cfg
         B, H, T, _ = q.shape
         L = cache.c.shape[1]
@@ -117,13 +119,15 @@ class MLA(nn.Module):
             visible = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T)
         probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)
         y = (probs @ v).transpose(1, 2).reshape(B, T, H * cfg.v_head_dim)         # (B, T, H*dv)
+        gate = None
         if self.g_proj is not None:                                               # gated MLA: how much retrieval to keep
-            y = y * torch.sigmoid(self.g_proj(x))
-        return self.o_proj(y), probs
+            gate = torch.sigmoid(self.g_proj(x))                                  # (B, T, H*dv)
+            y = y * gate
+        return self.o_proj(y), probs, gate
 
     def forward(self, x: Tensor, state: LatentCache | None = None) -> tuple[Tensor, LatentCache]:
         q, cache = self._append(x, state)
-        y, _ = self._attend(x, q, cache)
+        y, _, _ = self._attend(x, q, cache)
         return y, cache
 
     def step(self, x_t: Tensor, state: LatentCache | None, obs: dict | None = None) -> tuple[Tensor, LatentCache]:
@@ -131,9 +135,11 @@ class MLA(nn.Module):
         if isinstance(state, StaticLatentCache):
             return self._static_step(x, state, obs)
         q, cache = self._append(x, state)
-        y, probs = self._attend(x, q, cache)
+        y, probs, gate = self._attend(x, q, cache)
         if obs is not None:
             obs.update(kind="mla", attn=probs[:, :, 0].detach(), cache_len=cache.length, cache_bytes=cache.nbytes)
+            if gate is not None:
+                obs["gate"] = gate[:, 0].detach()                                 # (B, H*dv)
         return y[:, 0], cache
 
     def _static_step(self, x: Tensor, cache: StaticLatentCache, obs: dict | None):
@@ -143,9 +149,11 @@ class MLA(nn.Module):
         cache.c.index_copy_(1, cache.pos, c)
         cache.k_pe.index_copy_(1, cache.pos, k_pe)
         visible = (torch.arange(cache.c.shape[1], device=x.device) <= cache.pos)[None]   # (1, capacity)
-        y, probs = self._attend(x, q, cache, visible)
+        y, probs, gate = self._attend(x, q, cache, visible)
         cache.pos.add_(1)
         cache.length += 1
         if obs is not None:   # attention over the whole buffer; the caller trims to cache_len
             obs.update(kind="mla", attn=probs[:, :, 0].detach(), cache_len=cache.length, cache_bytes=cache.nbytes)
+            if gate is not None:
+                obs["gate"] = gate[:, 0].detach()                                 # (B, H*dv)
         return y[:, 0], cache

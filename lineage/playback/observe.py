@@ -6,7 +6,7 @@ Write side (torch in, numpy out; torch itself is never imported): `lm_fields` an
 arrays under "m{model}/", `token_meta` and `step_meta` give the step's own fields.
 
 Read side (`Views`, which Frame inherits): `frame.state(m, layer)`, `decay`, `routing`,
-`depth`, `cache`, `token`, `guesses`, `recall`, `event`, `readout`, `caption`, `figure`. A
+`depth`, `cache`, `gate`, `token`, `guesses`, `recall`, `event`, `readout`, `caption`, `figure`. A
 panel reads these records' fields and never recomputes mechanism arithmetic.
 """
 from __future__ import annotations
@@ -94,6 +94,8 @@ class CacheView:
     kv_per_tok: float
     latent_per_tok: float
     kv_equiv_per_tok: float      # what the MLA layers would cache as plain multi-head K and V
+    conv: int = 0                # short-convolution caches (in `state`), by lineage.arithmetic.model_memory
+    dtypes: str = ""             # the element sizes counted, for the screen
 
     @property
     def cache(self) -> int:
@@ -170,6 +172,11 @@ class Views:
     def cache(self, m: int, config: dict) -> CacheView:
         """config: the model's config as a plain dict (a trace's info)."""
         return CacheView(**measured_memory(self.meta["models"][m]["layers"], config))
+
+    def gate(self, m: int, layer: int) -> np.ndarray | None:
+        """(H, dv) gated MLA's output gate, sigmoid(g_proj(x)): how much of each channel's
+        retrieval the layer keeps (None where the layer has no gate)."""
+        return self._array(m, "gate", layer)
 
     def token(self) -> TokenView | None:
         """The step's token (None in a toy memory's frames, which have events)."""
@@ -290,6 +297,8 @@ def lm_fields(obs: dict, cfg, load: dict, watch: frozenset | None = None) -> tup
             arrays[p + "attn"] = _compact(mx["attn"][0][:, :int(mx["cache_len"])])   # (H, L)
         if "attn" in mx:
             meta["cache_len"], meta["cache_bytes"] = int(mx["cache_len"]), int(mx["cache_bytes"])
+        if mx.get("gate") is not None:                                   # gated MLA's output gate
+            arrays[p + "gate"] = _f32(mx["gate"][0]).reshape(cfg.mla.n_heads, -1)   # (H, dv)
         if ff.get("kind") == "moe":
             arrays[p + "scores"] = _f32(ff["scores"][0])                 # (E,)
             experts = arrays[p + "experts"] = ff["experts"][0].cpu().numpy().astype(np.int32)   # (k,)

@@ -19,8 +19,10 @@ class Memory:
     """One head, K x V state, fed explicit (key, value, beta, gate) events.
 
     rules: 'linear' (S += k^T v, no normaliser: the additive memory of the two-facts figure),
-    'delta', 'gated_delta' (the separator's gate scales all of S), 'kda' (per-channel
-    `channel_decay` every step, plus the separator's gate).
+    'gated_linear' (Mamba-2's decayed additive memory: S = alpha S + k^T v, with `channel_decay`
+    every step and the separator's gate; it fades by age, never by key), 'delta', 'gated_delta'
+    (the separator's gate scales all of S), 'kda' (per-channel `channel_decay` every step, plus
+    the separator's gate).
     """
 
     def __init__(self, spec: MemorySpec, seq: TaskSequence, task, seed: int, hand_set: dict):
@@ -51,8 +53,9 @@ class Memory:
         rule = self.spec.rule
         K = self.spec.key_dim
         decay = torch.ones(K, dtype=self.S.dtype)
-        if rule in ("gated_delta", "kda"):
-            decay = torch.exp(torch.full((K,), ev.gate, dtype=self.S.dtype) + (self.channel if rule == "kda" else 0))
+        if rule in ("gated_delta", "kda", "gated_linear"):
+            decay = torch.exp(torch.full((K,), ev.gate, dtype=self.S.dtype)
+                              + (self.channel if rule in ("kda", "gated_linear") else 0))
         S = self.S * decay[:, None]
         if ev.kind == "write":
             if ev.key >= len(self.keys) or ev.value >= len(self.values):
@@ -64,7 +67,7 @@ class Memory:
             v = torch.zeros(self.spec.value_dim, dtype=S.dtype)
         read = k @ S                                                                # (V,) before the write
         beta = ev.beta if ev.kind == "write" else 0.0
-        if rule == "linear":
+        if rule in ("linear", "gated_linear"):
             u = beta * v                                                            # add, never correct
         else:
             u = beta * (v - read)                                                   # correct what k recalls
@@ -114,4 +117,13 @@ def check_recurrence(mem: Memory, events: list[Event]) -> Tensor:
     beta = torch.tensor([e.beta for e in writes], dtype=torch.float64).view(1, -1, 1)
     if mem.spec.rule == "linear":
         return ops.linear_attention(k, k, v * beta[..., None], normalize=False)[1][0][0, 0]
+    if mem.spec.rule == "gated_linear":
+        # the closed form: S_T = sum_t (decay applied after t) * k_t^T beta_t v_t, decay from log sums
+        logs = torch.stack([torch.full((K,), e.gate, dtype=torch.float64) + mem.channel for e in events])
+        after = logs.flip(0).cumsum(0).flip(0) - logs            # (T, K): log decay applied after step t
+        rows = [i for i, e in enumerate(events) if e.kind == "write"]
+        S = torch.zeros(K, V, dtype=torch.float64)
+        for j, t in enumerate(rows):
+            S += torch.outer(k[0, j, 0] * after[t].exp(), beta[0, j, 0] * v[0, j, 0])
+        return S
     return ops.delta_rule(k, k, v, beta)[1][0, 0]

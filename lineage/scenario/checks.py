@@ -56,8 +56,8 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
         m = s.memory
         if m is not None and m.channel_decay is not None:
             p = _model_path(sc, i) + ("memory", "channel_decay")
-            if m.rule != "kda":
-                problems.append(loc.problem(p, "channel_decay needs rule: kda (one decay per key channel)"))
+            if m.rule not in ("kda", "gated_linear"):
+                problems.append(loc.problem(p, "channel_decay needs rule: kda or gated_linear (one decay per key channel)"))
             elif len(m.channel_decay) != m.key_dim:
                 problems.append(loc.problem(p, f"has {len(m.channel_decay)} entries; expected key_dim = {m.key_dim}"))
             elif any(g > 0 for g in m.channel_decay):
@@ -176,8 +176,13 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
             problems.append(loc.problem(path + ("kind",), f"{cfg.name} has no MoE layer to route"))
         if p.kind == "depth" and cfg.attnres is None:
             problems.append(loc.problem(path + ("kind",), f"{cfg.name} has no attention residuals"))
+        if p.kind == "gate" and (cfg.mla is None or not cfg.mla.output_gate or "mla" not in cfg.mixers):
+            problems.append(loc.problem(path + ("kind",), f"{cfg.name} has no gated MLA layer (mla.output_gate)"))
+        elif p.kind == "gate" and p.layer is not None and cfg.mixers[p.layer] != "mla":
+            problems.append(loc.problem(path + ("layer",), f"layer {p.layer} is {cfg.mixers[p.layer]}, not MLA "
+                                        f"(MLA layers: {_layers_of(cfg, ('mla',))})"))
     if sc.figure is not None:
-        names = [getattr(sc.figure, a) for a in ("big", "small") if hasattr(sc.figure, a)]
+        names = [getattr(sc.figure, a) for a in ("big", "small", "compare") if getattr(sc.figure, a, None)]
         names += list(getattr(sc.figure, "presets", []))
         for name in names:
             if name not in PRESETS:

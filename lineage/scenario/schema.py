@@ -44,10 +44,10 @@ class Strict(BaseModel):
 
 class MemorySpec(Strict):
     """A bare memory with hand-set keys and values, fed directly by a task (the toy figures)."""
-    rule: Literal["linear", "delta", "gated_delta", "kda"]
+    rule: Literal["linear", "gated_linear", "delta", "gated_delta", "kda"]
     key_dim: int = Field(2, ge=1, le=256)
     value_dim: int = Field(1, ge=1, le=256)
-    channel_decay: list[float] | None = None    # kda: a log decay per key channel applied every step (<= 0)
+    channel_decay: list[float] | None = None    # kda, gated_linear: a log decay per key channel applied every step (<= 0)
     key_overlap: float = Field(0.0, ge=0.0, lt=1.0)   # generated keys share this cosine with each other
 
 
@@ -108,6 +108,7 @@ class MQAR(Strict):
     vocab: int = Field(256, ge=4, le=65536)      # keys from the first half, values from the second
     seed: int = Field(0, ge=0)
     beta: float = Field(1.0, ge=0.0, le=1.0)
+    distinct_values: bool = False                # no two keys share a value (none reads right by coincidence)
 
 
 class TopicShift(Strict):
@@ -118,6 +119,7 @@ class TopicShift(Strict):
     vocab: int = Field(256, ge=4, le=65536)
     seed: int = Field(0, ge=0)
     beta: float = Field(1.0, ge=0.0, le=1.0)
+    distinct_values: bool = False
 
 
 Task = Annotated[Union[TwoFacts, MQAR, TopicShift], Field(discriminator="kind")]
@@ -148,11 +150,12 @@ class Decoding(Strict):
 
 # ------------------------------------------------------------------------------- panels
 
-PANEL_KINDS = ("state", "decay", "routing", "depth", "cache", "tokens", "captions", "lineage", "figure", "recall")
+PANEL_KINDS = ("state", "decay", "routing", "depth", "cache", "tokens", "captions", "lineage", "figure", "recall", "gate")
 
 
 class Panel(Strict):
-    kind: Literal["state", "decay", "routing", "depth", "cache", "tokens", "captions", "lineage", "figure", "recall"]
+    kind: Literal["state", "decay", "routing", "depth", "cache", "tokens", "captions", "lineage", "figure", "recall",
+                  "gate"]
     model: int = Field(0, ge=0)
     layer: int | None = Field(None, ge=0)
     head: int = Field(0, ge=0)
@@ -187,6 +190,7 @@ class KVCacheFigure(Strict):
     card_gb: float = Field(141.0, gt=0, le=1e6)
     cards: int = Field(8, ge=1, le=1024)
     weight_gb: float = Field(0.0, ge=0, le=1e9)
+    compare: str | None = None                   # a preset shown beside, counted as published (cache + state)
     contexts: list[Annotated[int, Field(ge=1, le=1 << 30)]] = [8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576]
 
 
@@ -197,14 +201,33 @@ class ChunkDialFigure(Strict):
     chunks: list[Annotated[int, Field(ge=1)]] = [1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
 
 
+class TwoFactsFigure(Strict):
+    """The two-facts figure's dials: one (overlap, beta) setting per step, through the real ops."""
+    kind: Literal["two_facts"]
+    # each [overlap c, beta] (values from `values`) or [c, beta, v1, v2]; c and beta in [0, 1]
+    settings: list[list[Annotated[float, Field(ge=-1e6, le=1e6)]]] = Field([[0.7, 1.0]], min_length=1, max_length=200)
+    values: tuple[float, float] = (1.0, 1.0)
+
+    @model_validator(mode="after")
+    def _settings(self):
+        for j, s in enumerate(self.settings):
+            if len(s) not in (2, 4):
+                raise ValueError(f"settings[{j}]: give [overlap, beta] or [overlap, beta, v1, v2] (got {len(s)} numbers)")
+            if not (0.0 <= s[0] <= 1.0 and 0.0 <= s[1] <= 1.0):
+                raise ValueError(f"settings[{j}]: overlap and beta must be in [0, 1] (got {s[0]:g}, {s[1]:g})")
+        return self
+
+
 class ShapesFigure(Strict):
-    """Arithmetic over presets: layer map, MoE sparsity and memory table read the same shapes."""
-    kind: Literal["layer_map", "moe_sparsity", "memory_table"]
+    """Arithmetic over presets: layer map, MoE sparsity, memory table, active parameters and
+    decode traffic read the same shapes."""
+    kind: Literal["layer_map", "moe_sparsity", "memory_table", "active_ratio", "decode_bytes"]
     presets: list[str] = ["gpt2-small", "kimi-linear-48b", "k3"]
     contexts: list[Annotated[int, Field(ge=1, le=1 << 30)]] = [1024, 4096, 16384, 65536, 262144, 1048576]
 
 
-Figure = Annotated[Union[ParamRatioFigure, KVCacheFigure, ChunkDialFigure, ShapesFigure], Field(discriminator="kind")]
+Figure = Annotated[Union[ParamRatioFigure, KVCacheFigure, ChunkDialFigure, TwoFactsFigure, ShapesFigure],
+                   Field(discriminator="kind")]
 
 
 # ----------------------------------------------------------------------------- scenario

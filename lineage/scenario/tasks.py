@@ -40,6 +40,13 @@ def _letters(i: int, base: int, vocab: int) -> int:
     return (ord("a") + i if base == 0 else ord("A") + i) if vocab <= 52 else base + i
 
 
+def _values(rng: random.Random, n: int, half: int, distinct: bool) -> list[int]:
+    """n value ids drawn with replacement, or (distinct) all different while the half-vocabulary has room."""
+    if distinct and n <= half:
+        return rng.sample(range(half), n)
+    return [rng.randrange(half) for _ in range(n)]
+
+
 def generate(task) -> TaskSequence:
     """The events and tokens of a task spec (schema.TwoFacts, MQAR or TopicShift, told apart by `kind`)."""
     if task.kind == "two_facts":
@@ -50,7 +57,8 @@ def generate(task) -> TaskSequence:
     half = task.vocab // 2
     if task.kind == "mqar":
         n = min(task.pairs, half)
-        keys, vals = rng.sample(range(half), n), [rng.randrange(half) for _ in range(n)]
+        # distinct values while there are enough: a repeated value lets a confused key read "right"
+        keys, vals = rng.sample(range(half), n), _values(rng, n, half, task.distinct_values)
         order = rng.sample(range(n), n)
         ev = [Event("write", k, v, task.beta) for k, v in zip(keys, vals)] + [Event("read", keys[i]) for i in order]
         toks, answers = [], {}
@@ -63,7 +71,7 @@ def generate(task) -> TaskSequence:
     assert task.kind == "topic_shift"
     n = min(task.pairs, half // 2)
     keys = rng.sample(range(half), 2 * n)
-    vals = [rng.randrange(half) for _ in range(2 * n)]
+    vals = _values(rng, 2 * n, half, task.distinct_values)
     first, second = list(zip(keys[:n], vals[:n])), list(zip(keys[n:], vals[n:]))
     ev = [Event("write", k, v, task.beta) for k, v in first]
     ev.append(Event("sep", gate=task.separator_gate))

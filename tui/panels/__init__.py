@@ -9,6 +9,7 @@ from .captions import CaptionsPanel
 from .decay import DecayPanel
 from .depth import DepthPanel
 from .figure import FigurePanel
+from .gate import GatePanel
 from .lineage_table import LineagePanel
 from .recall import RecallPanel
 from .routing import RoutingPanel
@@ -17,7 +18,7 @@ from .tokens import TokensPanel
 
 PANELS: dict[str, type[Panel]] = {p.kind: p for p in (
     TokensPanel, StatePanel, DecayPanel, RoutingPanel, DepthPanel, CachePanel, CaptionsPanel,
-    LineagePanel, RecallPanel, FigurePanel,
+    LineagePanel, RecallPanel, FigurePanel, GatePanel,
 )}
 
 

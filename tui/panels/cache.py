@@ -21,7 +21,7 @@ def text_form(cur, i: int, p: dict, width: int) -> list[str]:
         cache_b, n_tok, state_b = b.cache, b.tokens, b.state
         per_tok = cache_b / n_tok if n_tok else 0.0
         lines.append(f"  {model['name']}: {n_tok} tokens cached, cache {fmt_bytes(cache_b)} "
-                     f"({per_tok:,.0f} B/token), recurrent state {fmt_bytes(state_b)} (constant)")
+                     f"({per_tok:,.0f} B/token), recurrent state {fmt_bytes(state_b)} (constant; {b.dtypes})")
         ctx = p.get("context") or 1 << 20
         if per_tok:
             cross = state_b / per_tok
@@ -66,12 +66,12 @@ class CachePanel(Panel):
         batch = batch_per_card(ctx, int(per_tok), weights, state_bytes=b.state) if per_tok else None
         t = Text()
         t.append(f"now {b.tokens:,} tokens: cache {fmt_bytes(b.cache)} ({per_tok:,.0f} B/token), "
-                 f"state {fmt_bytes(b.state)} (constant)")
+                 f"state {fmt_bytes(b.state)} (constant)\ncounted as {b.dtypes}")
         if cross:
             t.append(f"\ncrossover at {cross:,.0f} tokens: state larger before, cache after")
         t.append(f"\nat {ctx:,} tokens: cache {fmt_bytes(per_tok * ctx)}, as plain MHA {fmt_bytes(b.kv_equiv_per_tok * ctx)}")
         if batch is not None:
-            t.append(f"; {batch:,} sequences per 141 GB card (fp32 cache)")
+            t.append(f"; {batch:,} sequences per 141 GB card")
         self.put(self.query_one("#legend", TextBox), t)
         # grid rows keep the height they first measured; say how tall the content now is
         height = len(plot.plain.split("\n")) + rows_of(t, width) + 2
