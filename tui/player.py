@@ -20,6 +20,9 @@ class StepFailed(Exception):
 class Player:
     """The cursor over a Session or Replay and where playback stands on it.
 
+    `index` is the step on screen; `target` the step last asked for, which may still be being
+    made. Keys step from the target, so presses made while a frame is computed all count.
+
     At max speed a worker thread makes frames one after another; `wait` lets it block until
     the screen has caught up (each shown frame notifies), instead of sleeping in a loop."""
 
@@ -28,6 +31,7 @@ class Player:
     def __init__(self):
         self.cursor = None
         self.index = 0
+        self.target = 0
         self.playing = False
         self.speed_i = 0
         self.frames_shown = 0          # counted for the autoplay benchmark
@@ -45,11 +49,25 @@ class Player:
     def clamp(self, i: int) -> int:
         return max(0, min(i, self.cursor.total - 1))
 
+    def aim(self, i: int) -> int:
+        """Step i (clamped) is asked for: it becomes the target, which is returned."""
+        self.target = self.clamp(i)
+        return self.target
+
+    @property
+    def pending(self) -> bool:
+        """A step was asked for by hand and is not on screen yet."""
+        return self.cursor is not None and not self.playing and self.target != self.index
+
+    def give_up(self) -> None:
+        """The step asked for will not come (cancelled, or it failed): aim at the one shown."""
+        self.target = max(self.index, 0)
+
     def open(self, cursor) -> None:
         """Show `cursor` from its first step; the one it replaces is closed."""
         old = self.cursor
         self.stop()
-        self.cursor, self.index = cursor, 0
+        self.cursor, self.index, self.target = cursor, 0, 0
         if old is not None:
             old.close()
 
@@ -82,6 +100,8 @@ class Player:
         """Pause; True when it was playing. Wakes a max-speed worker waiting for the screen."""
         with self._moved:
             was, self.playing = self.playing, False
+            if was:                    # stepping on from here counts from what was shown
+                self.target = max(self.index, 0)
             self._moved.notify_all()
         return was
 
