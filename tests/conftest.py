@@ -1,4 +1,4 @@
-"""The suite's one conftest: where the Triton interpreter runs.
+"""The suite's one conftest: where the Triton interpreter runs (and where snapshots cache traces).
 
 Kernel tests on CPU tensors need TRITON_INTERPRET=1, which Triton reads once for the whole
 process, and GPU tests need it unset. So a plain run leaves tests/kernels/interpreted/ out,
@@ -50,3 +50,13 @@ from hypothesis import settings as _settings  # noqa: E402
 
 _settings.register_profile("long", max_examples=5000, deadline=None)
 _settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+# `lineage snapshot` keeps traces in the user's cache directory (lineage/playback/cache.py):
+# the suite keeps them in a folder of its own, removed at exit, never the user's
+if "LINEAGE_CACHE_DIR" not in os.environ:
+    import atexit as _atexit
+    import shutil as _shutil
+    import tempfile as _tempfile
+    os.environ["LINEAGE_CACHE_DIR"] = _tempfile.mkdtemp(prefix="lineage-test-cache-")
+    _atexit.register(_shutil.rmtree, os.environ["LINEAGE_CACHE_DIR"], True)

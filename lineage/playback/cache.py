@@ -1,0 +1,176 @@
+"""Recorded traces kept between runs, so `lineage snapshot SCENARIO --step N` does not make the
+N steps before it again each time (300 steps of the tour: 2-3 s, and the PyTorch import).
+
+An entry is a trace file in the user's cache directory, named by a key over everything the
+frames depend on: the scenario's text, the directory it is read from and the size and time of
+any checkpoint it names, the source of the code that makes frames (lineage/ and kernels/), and
+the settings that choose device and backend. An entry is read as a stranger's trace would be
+(the trace reader checks every record it reads), then held to the scenario: its header must
+carry the same scenario text and every frame up to the one asked for must read back as that
+step. An entry that fails any of this is deleted and made again, never trusted.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+
+from ..scenario.checks import total_steps
+from ..scenario.schema import Scenario
+from .session import Cursor, Replay, Session
+from .trace import TraceError
+
+BUDGET = 1 << 30              # bytes of entries kept; the oldest go first
+ENV = "LINEAGE_CACHE_DIR"     # where entries go; empty or "off": no cache
+_SETTINGS = ("LINEAGE_BACKEND", "LINEAGE_GRAPH", "CUDA_VISIBLE_DEVICES")
+
+
+def cache_dir() -> Path | None:
+    where = os.environ.get(ENV)
+    if where is not None:
+        return None if where in ("", "off") else Path(where)
+    import platformdirs
+    return Path(platformdirs.user_cache_dir("lineage")) / "traces"
+
+
+def _code_digest() -> str:
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parents[2]
+    for folder in ("lineage", "kernels"):
+        for f in sorted((root / folder).rglob("*.py")):
+            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def _checkpoints(tree) -> list[str]:
+    if isinstance(tree, dict):
+        return [v for k, v in tree.items() if k == "checkpoint" and isinstance(v, str)] + \
+               [c for v in tree.values() for c in _checkpoints(v)]
+    if isinstance(tree, list):
+        return [c for v in tree for c in _checkpoints(v)]
+    return []
+
+
+def key(sc: Scenario) -> str:
+    h = hashlib.sha256()
+    base = sc.base_dir
+    h.update((sc.text or "").encode() + b"\0" + str(base).encode() + b"\0" + _code_digest().encode())
+    for name in _checkpoints(sc.model_dump()):
+        path = Path(name) if Path(name).is_absolute() or base is None else base / name
+        try:
+            st = path.stat()
+            h.update(f"{path}:{st.st_size}:{st.st_mtime_ns}".encode())
+        except OSError:
+            h.update(f"{path}:missing".encode())
+    for name in _SETTINGS:
+        h.update(f"{name}={os.environ.get(name, '')}".encode())
+    return h.hexdigest()[:32]
+
+
+class Held(Cursor):
+    """The frames of a cache entry, counted against the scenario's steps (the entry may hold
+    fewer); no torch."""
+
+    def __init__(self, replay: Replay, total: int):
+        super().__init__()
+        self.replay, self.total, self.info = replay, total, replay.info
+
+    @property
+    def made(self) -> int:
+        return len(self.replay.reader)
+
+    def frame(self, i: int, progress=None, stop=None):
+        if not 0 <= i < self.made:
+            raise IndexError(f"step {i + 1} is not in the cached trace ({self.made} steps)")
+        return self.replay.frame(i)
+
+    def close(self) -> None:
+        self.replay.close()
+
+
+def lookup(sc: Scenario, steps: int) -> Held | None:
+    """The cache entry holding the first `steps` frames of `sc`, checked; None when there is
+    none (a bad entry is deleted on the way)."""
+    where = cache_dir()
+    if where is None:
+        return None
+    path = where / f"{key(sc)}.trace"
+    if not path.is_file():
+        return None
+    try:
+        replay = Replay(path)
+    except (TraceError, OSError):
+        _delete(path)
+        return None
+    try:
+        if replay.scenario_text != sc.text or replay.total < steps:
+            replay.close()
+            if replay.scenario_text != sc.text:
+                _delete(path)
+            return None
+        for i in range(steps):       # every record read is checked; the panels look back too
+            if replay.frame(i).step != i:
+                raise TraceError(f"{path}: frame {i} is step {replay.frame(i).step}")
+    except (TraceError, OSError, ValueError):
+        replay.close()
+        _delete(path)
+        return None
+    os.utime(path)                   # recently used: the budget removes others first
+    return Held(replay, total_steps(sc) or replay.total)
+
+
+def record_into_cache(session: Session):
+    """From now on the session's frames also go to a new cache entry. Returns the function to
+    call once the session is closed (it makes the entry the scenario's), or None when there is
+    no cache or it cannot be written (the snapshot is made all the same). Each process writes
+    a file of its own, so two snapshots of one scenario never collide."""
+    where = cache_dir()
+    if where is None:
+        return None
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        _tidy(where)
+        name = key(session.sc)
+        own = where / f"{name}.{os.getpid()}.tmp"
+        session.record_to(own, overwrite=True)
+    except OSError:
+        return None
+
+    def publish() -> None:
+        try:
+            os.replace(own, where / f"{name}.trace")
+        except OSError:
+            _delete(own)
+    return publish
+
+
+def _tidy(where: Path) -> None:
+    """Drop what a killed run left (a day old) and the oldest entries beyond the budget."""
+    now = time.time()
+    for f in where.glob("*.tmp*"):
+        try:
+            if now - f.stat().st_mtime > 86400:
+                f.unlink()
+        except OSError:
+            pass
+    entries = []
+    for f in where.glob("*.trace"):
+        try:
+            st = f.stat()
+            entries.append((st.st_mtime, st.st_size, f))
+        except OSError:
+            pass
+    total = sum(size for _, size, _ in entries)
+    for _, size, f in sorted(entries):
+        if total <= BUDGET:
+            break
+        _delete(f)
+        total -= size
+
+
+def _delete(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
