@@ -44,7 +44,8 @@ class Player:
     @property
     def made(self) -> int:
         """Frames made so far (a Replay has every frame)."""
-        return len(getattr(self.cursor, "frames", ())) or self.cursor.total
+        made = getattr(self.cursor, "made", None)
+        return made if made is not None else self.cursor.total
 
     def clamp(self, i: int) -> int:
         return max(0, min(i, self.cursor.total - 1))
@@ -70,6 +71,12 @@ class Player:
         self.cursor, self.index, self.target = cursor, 0, 0
         if old is not None:
             old.close()
+
+    def close(self) -> None:
+        """Stop and close the open file (a session publishes what it kept for next time)."""
+        self.stop()
+        if self.cursor is not None:
+            self.cursor.close()
 
     def shown(self, cursor, i: int) -> bool:
         """Frame i of `cursor` is about to be drawn; False for a frame of a file replaced meanwhile."""

@@ -8,11 +8,15 @@ the settings that choose device and backend. An entry is read as a stranger's tr
 (the trace reader checks every record it reads), then held to the scenario: its header must
 carry the same scenario text and every frame up to the one asked for must read back as that
 step. An entry that fails any of this is deleted and made again, never trusted.
+
+The app uses the same entries (`open_scenario`): a scenario seen before opens on its cached
+frames without waiting for PyTorch, and a session's frames are kept as it makes them.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -89,6 +93,70 @@ class Held(Cursor):
         self.replay.close()
 
 
+class Warm(Cursor):
+    """The app's cursor on a scenario with a cache entry: the entry's frames while they last,
+    checked as they are read; past them (or at the first frame that does not read back), a
+    session, made when first needed, that starts from step 1 and keeps its frames too."""
+
+    def __init__(self, held: Held, sc: Scenario):
+        super().__init__()
+        self.held, self.sc = held, sc
+        self.total, self.info = held.total, held.info
+        self.session: Session | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def made(self) -> int:
+        return max(self.held.made if self.held else 0, self.session.made if self.session else 0)
+
+    def frame(self, i: int, progress=None, stop=None):
+        held = self.held
+        if held is not None and i < held.made:
+            try:
+                return held.frame(i)
+            except (TraceError, OSError, ValueError):     # found bad only now: drop it, compute instead
+                self.held = None
+                held.close()
+                _delete(held.replay.reader.path)
+        with self._lock:                                  # one session, however many workers ask
+            if self.session is None:
+                self.session = caching_session(self.sc)
+        return self.session.frame(i, progress, stop)
+
+    def close(self) -> None:
+        if self.held is not None:
+            self.held.close()
+        if self.session is not None:
+            self.session.close()
+
+
+class Caching(Session):
+    """A session whose frames also go to a cache entry, published when it is closed."""
+
+    def __init__(self, sc: Scenario):
+        super().__init__(sc)
+        self._publish = record_into_cache(self)
+
+    def close(self) -> None:
+        super().close()
+        if self._publish is not None:
+            self._publish()
+            self._publish = None
+
+
+def caching_session(sc: Scenario) -> Session:
+    return Caching(sc) if cache_dir() is not None else Session(sc)
+
+
+def open_scenario(sc: Scenario) -> Cursor | None:
+    """The app's cursor on `sc` when the cache has an entry for it (no torch), else None."""
+    try:
+        held = lookup(sc, 1)
+    except OSError:                    # an unreadable cache is no cache
+        return None
+    return None if held is None else Warm(held, sc)
+
+
 def lookup(sc: Scenario, steps: int) -> Held | None:
     """The cache entry holding the first `steps` frames of `sc`, checked; None when there is
     none (a bad entry is deleted on the way)."""
@@ -138,8 +206,12 @@ def record_into_cache(session: Session):
         return None
 
     def publish() -> None:
+        path = where / f"{name}.trace"
         try:
-            os.replace(own, where / f"{name}.trace")
+            if path.exists() and path.stat().st_size >= own.stat().st_size:
+                _delete(own)           # the entry there holds as many frames or more: keep it
+            else:
+                os.replace(own, path)
         except OSError:
             _delete(own)
     return publish

@@ -82,6 +82,7 @@ class Session(Cursor):
         super().__init__()
         self.sc = sc
         self._lock = threading.Lock()
+        self._closed = False
         self.frames = FrameStore()         # every frame made, the newest in memory, the rest on disk
         self.writer = writer
         self.total = total_steps(sc) or 0
@@ -107,7 +108,7 @@ class Session(Cursor):
         # (two threads stepping at once would feed the model the same token twice)
         with self._lock:
             while len(self.frames) <= i:
-                if stop is not None and stop():
+                if self._closed or (stop is not None and stop()):
                     raise Stopped(f"stopped at step {len(self.frames) + 1} on the way to {i + 1}")
                 f = self._make(len(self.frames))
                 self.frames.append(f)
@@ -140,9 +141,12 @@ class Session(Cursor):
 
     def close(self) -> None:
         # the frame store is left to the garbage collector (its file is already unlinked): a
-        # worker of a session being replaced may still read or add a frame meanwhile
+        # worker of a session being replaced may still read a frame meanwhile. One making
+        # frames stops before its next step, so the writer is closed after at most one step
+        self._closed = True
         if self.writer is not None:
-            self.writer.close()
+            with self._lock:
+                self.writer.close()
 
 
 class Replay(Cursor):
@@ -178,9 +182,11 @@ def is_trace(path: str | Path) -> bool:
         return False
 
 
-def open_path(path: str | Path, device: str | None = None, salvage: bool = False) -> Cursor:
-    """A Session for a scenario file or a Replay for a trace (by its magic bytes)."""
+def open_path(path: str | Path, device: str | None = None, salvage: bool = False, make=None) -> Cursor:
+    """A Session for a scenario file or a Replay for a trace (by its magic bytes). `make(sc)`:
+    how a loaded scenario becomes a cursor instead (the app's reads the trace cache first)."""
     if is_trace(path):
         return Replay(path, salvage=salvage)
     from ..scenario import load
-    return Session(load(path), device=device)
+    sc = load(path)
+    return make(sc) if make is not None else Session(sc, device=device)

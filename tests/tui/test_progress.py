@@ -62,16 +62,16 @@ def test_long_jump_shows_progress_and_cancels(tmp_path):
             assert not list(tmp_path.iterdir())
             await pilot.press("escape")
             await settle(pilot, app, 0)
-            kept = len(app.cursor.frames)
+            kept = app.cursor.made
             assert made <= kept < 900                     # stopped between two steps; what was made stays
             assert app.player.target == 0 and timeline.computing is None and "computing" not in counter(app)
             await pilot.pause(0.3)
-            assert len(app.cursor.frames) == kept          # and nothing goes on computing
+            assert app.cursor.made == kept          # and nothing goes on computing
             await pilot.press("n")
             await settle(pilot, app, 1)
             await pilot.press("g", *str(kept), "enter")    # frames already made: no progress, no computing
             await settle(pilot, app, kept - 1)
-            assert len(app.cursor.frames) == kept
+            assert app.cursor.made == kept
             await pilot.press("s", "s")                   # never over an earlier snapshot
             await pilot.pause(0.2)
             assert len(list(tmp_path.glob("*.svg"))) == 2 and len(list(tmp_path.glob("*.txt"))) == 2

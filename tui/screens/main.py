@@ -114,6 +114,7 @@ class MainScreen(Screen):
 
     def on_unmount(self) -> None:
         self.stop()                    # frees a max-speed worker waiting for the screen
+        self.player.close()
 
     def on_resize(self, event) -> None:
         self._fit_layout(event.size)
@@ -162,13 +163,8 @@ class MainScreen(Screen):
         from lineage.scenario.problems import ScenarioError
         name = Path(path).name
         try:
-            from lineage.playback.session import is_trace, open_path
-            if not is_trace(path):
-                # the one long wait of a first launch (about a second, more on a busy machine)
-                self.post_message(Stage(f"{name}: starting PyTorch"))
-                import torch  # noqa: F401
-                self.post_message(Stage(f"{name}: building the model"))
-            cursor = open_path(path, salvage=self.salvage)
+            from lineage.playback.session import open_path
+            cursor = open_path(path, salvage=self.salvage, make=lambda sc: self._scenario_cursor(sc, name))
             if cursor.total < 1:
                 raise TraceError(f"{path}: nothing to show (0 steps)")
         except ScenarioError as e:
@@ -181,6 +177,19 @@ class MainScreen(Screen):
             self.app.call_from_thread(self._open_failed, path, [f"{path}: {type(e).__name__}: {e}"])
             return
         self.app.call_from_thread(self._opened, cursor, path)
+
+    def _scenario_cursor(self, sc, name: str):
+        """In the loading worker: a scenario seen before opens on its cached frames (no torch);
+        otherwise a session that keeps its frames in the cache for next time."""
+        from lineage.playback.cache import caching_session, open_scenario
+        cursor = open_scenario(sc)
+        if cursor is None:
+            # the one long wait of a first launch (about a second, more on a busy machine)
+            self.post_message(Stage(f"{name}: starting PyTorch"))
+            import torch  # noqa: F401
+            self.post_message(Stage(f"{name}: building the model"))
+            cursor = caching_session(sc)
+        return cursor
 
     def _open_failed(self, path: str, lines: list[str], quotes_file: bool = True) -> None:
         keeping = self.player.cursor.info["title"] if self.player.cursor else None

@@ -1,13 +1,18 @@
-"""`lineage snapshot SCENARIO --step N` keeps the frames it made in a trace cache and reads
-them back next time; an entry that does not hold up is made again, never trusted."""
+"""`lineage snapshot SCENARIO --step N` and the app keep the frames they made in a trace cache
+and read them back next time; an entry that does not hold up is made again, never trusted."""
+import asyncio
 from pathlib import Path
 
 import pytest
 
 from lineage.playback import cache
 from lineage.playback.session import Session
+from lineage.playback.trace import TraceReader
 from lineage.scenario import load
+from tui.app import LineageApp
 from tui.cli import main
+
+from test_app import settle  # the app tests' helper: until the frame asked for is shown
 
 SC = Path(__file__).resolve().parents[2] / "scenarios"
 
@@ -102,3 +107,50 @@ def test_no_cache_dir_means_no_cache(tmp_path, capsys, monkeypatch):
     assert cache.cache_dir() is None
     text, err = snap(tmp_path, capsys, "a.txt", step=3)
     assert "step 3 / 1000" in text and "computing" not in err
+
+
+def test_the_app_opens_a_cached_scenario_on_its_frames(tmp_path, capsys, cache_dir, monkeypatch):
+    snap(tmp_path, capsys, "a.txt", step=12)
+    [entry] = cache_dir.glob("*.trace")
+    made = Session._make
+    no_model_steps(monkeypatch)
+
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, app, 0)
+            await pilot.press("g", *"12", "enter")
+            await settle(pilot, app, 11)                   # read from the entry: no model step
+            assert type(app.cursor).__name__ == "Warm" and app.cursor.session is None
+            monkeypatch.setattr(Session, "_make", made)
+            await pilot.press("n", "n")
+            await settle(pilot, app, 13)                   # past the entry: a session, from step 1
+            assert app.cursor.session.made == 14 and len(app.screen_stack) == 1
+    asyncio.run(go())
+    reader = TraceReader(entry)                            # closing the app kept the longer run
+    assert len(reader) == 14
+    reader.close()
+
+
+def test_the_app_computes_instead_of_a_cached_frame_that_does_not_read(tmp_path, capsys, cache_dir):
+    snap(tmp_path, capsys, "a.txt", step=12)
+    [entry] = cache_dir.glob("*.trace")
+    reader = TraceReader(entry)
+    offset, n, _ = reader._offsets[9]
+    reader.close()
+    data = bytearray(entry.read_bytes())
+    data[offset + n // 2] ^= 0x5A                          # frame 10 is corrupt; the header is fine
+    entry.write_bytes(bytes(data))
+
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, app, 0)
+            assert type(app.cursor).__name__ == "Warm"
+            await pilot.press("g", *"11", "enter")
+            await settle(pilot, app, 10)
+            assert len(app.screen_stack) == 1 and app.cursor.held is None and app.cursor.session.made == 11
+    asyncio.run(go())
+    reader = TraceReader(entry)                            # the bad entry was replaced by the session's
+    assert len(reader) == 11 and reader.frame(9).step == 9
+    reader.close()
