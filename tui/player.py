@@ -100,6 +100,7 @@ class Player:
             return False
         if self.index >= self.cursor.total - 1:
             self.index = -1            # at the end: play again from the start
+        self.target = self.index
         self.playing = True
         return True
 
@@ -116,10 +117,11 @@ class Player:
         self.speed_i = max(0, min(len(SPEEDS) - 1, self.speed_i + delta))
 
     def tick(self) -> int | None:
-        """The next step to show at a timed speed, or None at the end (time to stop)."""
+        """The next step to show at a timed speed, or None at the end (time to stop). While the
+        last one asked for is still being made, that one again: a slow model sets the pace."""
         if self.cursor is None or self.index >= self.cursor.total - 1:
             return None
-        return self.index + 1
+        return self.target if self.target > self.index else self.index + 1
 
     def run_max(self, cursor, post, cancelled) -> None:
         """In a worker thread: as fast as the model allows, make each next frame and `post(i)`

@@ -280,8 +280,9 @@ class MainScreen(Screen):
             return                             # a frame of a scenario that was replaced meanwhile
         for panel in self.query(Panel):
             panel.paced_show(cursor, i, self.player.playing)
-        if not self.player.pending:
-            self.query_one(Timeline).progress(None)
+        timeline = self.query_one(Timeline)
+        if timeline.computing is not None and not self.player.pending:
+            timeline.progress(None)
         self._update_timeline()
 
     def _update_timeline(self) -> None:
@@ -341,7 +342,7 @@ class MainScreen(Screen):
         i = self.player.tick()
         if i is None:
             self.stop()
-        else:
+        elif i != self.player.target:      # a new request would cancel the one still being made
             self.request(i)
 
     @work(thread=True, exclusive=True, group="step")
