@@ -150,8 +150,7 @@ class MainScreen(Screen):
         if refused is not None:
             self._open_failed(str(path), [refused], quotes_file=False)
             return None
-        if self.player.cursor is None:
-            self.query_one(Loading).start(f"opening {Path(path).name}")
+        self.query_one(Loading).start(f"opening {Path(path).name}")    # above what is still shown
         return self._load_path(str(path))
 
     def on_stage(self, message: Stage) -> None:
