@@ -89,7 +89,7 @@ class MainScreen(Screen):
         """`cursor`: the Session or Replay of `path`, already open (headless snapshots)."""
         super().__init__()
         self.player, self.path, self.salvage = player, path, salvage
-        self._given = cursor
+        self._given = self._borrowed = cursor     # a cursor given is its giver's to close
         self._play_timer = None
         self._jump = 0                 # numbers the step requests, so a late progress report is dropped
 
@@ -114,7 +114,8 @@ class MainScreen(Screen):
 
     def on_unmount(self) -> None:
         self.stop()                    # frees a max-speed worker waiting for the screen
-        self.player.close()
+        if self.player.cursor is not self._borrowed:
+            self.player.close()        # a session publishes the frames it kept for next time
 
     def on_resize(self, event) -> None:
         self._fit_layout(event.size)
@@ -139,6 +140,8 @@ class MainScreen(Screen):
                 f"colour {depth}"]
         if cursor is not None and type(cursor).__name__ == "Replay":
             bits.append("replaying a trace (no torch)")
+        elif cursor is not None and type(cursor).__name__ == "Warm":
+            bits.append("opened on cached frames (LINEAGE_CACHE_DIR=off to make them afresh)")
         bits += info.get("notes", [])
         self.query_one("#status", Static).update(" · ".join(bits))
 
