@@ -7,6 +7,9 @@ Reports: time to the first paint and to the first model frame after launch, auto
 "max" with every panel live, bytes written to the terminal per step, and resident memory.
 With --goto N: the time from `g N enter` (pressed once the first frame is up) until the counter
 shows step N, and the first progress line the timeline showed meanwhile (if any).
+The app reads and writes the trace cache (lineage/playback/cache.py): run with
+LINEAGE_CACHE_DIR=off to measure a first launch, or with a directory holding an entry to
+measure a scenario opened before.
 These are moments seen in the app's output stream (time.perf_counter at each), not timings of
 a function, so this script keeps its own clock rather than tests/benchmarks/timing.py.
 """

@@ -117,3 +117,21 @@ def test_timeline_and_loading_before_anything_is_open():
             loading.done()
             assert not loading.display
     run(go())
+
+
+def test_presses_while_the_file_opens_still_count(monkeypatch):
+    import threading
+
+    import lineage.playback.session as session
+    gate, real = threading.Event(), session.open_path
+    monkeypatch.setattr(session, "open_path", lambda *a, **kw: gate.wait(30) and real(*a, **kw))
+
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("n", "n", "n")
+            assert app.cursor is None and counter(app).strip() == "opening …"
+            gate.set()
+            await settle(pilot, app, 3)
+            assert "step 4 / 1000" in counter(app)
+    run(go())

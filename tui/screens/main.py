@@ -92,6 +92,7 @@ class MainScreen(Screen):
         self._given = self._borrowed = cursor     # a cursor given is its giver's to close
         self._play_timer = None
         self._jump = 0                 # numbers the step requests, so a late progress report is dropped
+        self._early: int | None = None # a step asked for before the file was open: shown first
 
     # -- layout -----------------------------------------------------------------------
     def compose(self):
@@ -216,7 +217,8 @@ class MainScreen(Screen):
         first = next((p for p in made if p.pickable), made[0])
         self.call_after_refresh(first.focus, False)
         self._show_status()
-        self.call_after_refresh(self.request, 0)
+        early, self._early = self._early, None
+        self.call_after_refresh(self.request, early or 0)
 
     # -- stepping ---------------------------------------------------------------------
     def request(self, i: int):
@@ -224,6 +226,7 @@ class MainScreen(Screen):
         player's target at once; a newer request replaces this one (its worker stops between
         two steps, and what it made stays)."""
         if self.player.cursor is None:
+            self._early = i            # keys pressed while the first file opens still count
             return None
         self._jump += 1
         return self._compute_frame(self.player.cursor, self.player.aim(i), self._jump)
@@ -293,7 +296,8 @@ class MainScreen(Screen):
 
     def action_step(self, delta: int) -> None:
         self.stop()
-        self.request(self.player.target + delta)       # from the step asked for: no press is lost
+        base = self.player.target if self.player.cursor is not None else (self._early or 0)
+        self.request(base + delta)     # from the step asked for: no press is lost
 
     def action_first(self) -> None:
         self.stop()
