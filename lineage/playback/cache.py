@@ -6,8 +6,8 @@ frames depend on: the scenario's text, the directory it is read from and the siz
 any checkpoint it names, the source of the code that makes frames (lineage/ and kernels/), and
 the settings that choose device and backend. An entry is read as a stranger's trace would be
 (the trace reader checks every record it reads), then held to the scenario: its header must
-carry the same scenario text and every frame up to the one asked for must read back as that
-step. An entry that fails any of this is deleted and made again, never trusted.
+carry the same scenario text, every frame up to the one asked for must pass its checksum, and
+that frame must read back as that step. An entry that fails any of this is deleted and made again, never trusted.
 
 The app uses the same entries (`open_scenario`): a scenario seen before opens on its cached
 frames without waiting for PyTorch, and a session's frames are kept as it makes them.
@@ -151,17 +151,17 @@ def caching_session(sc: Scenario) -> Session:
 def open_scenario(sc: Scenario) -> Cursor | None:
     """The app's cursor on `sc` when the cache has an entry for it (no torch), else None."""
     try:
-        held = lookup(sc, 1)
+        held = lookup(sc)              # every frame it holds checked now, off the UI thread
     except OSError:                    # an unreadable cache is no cache
         return None
     return None if held is None else Warm(held, sc)
 
 
-def lookup(sc: Scenario, steps: int) -> Held | None:
-    """The cache entry holding the first `steps` frames of `sc`, checked; None when there is
-    none (a bad entry is deleted on the way)."""
+def lookup(sc: Scenario, steps: int | None = None) -> Held | None:
+    """The cache entry holding the first `steps` frames of `sc` (None: whatever it holds),
+    checked; None when there is none (a bad entry is deleted on the way)."""
     where = cache_dir()
-    if where is None:
+    if where is None or (steps is not None and steps < 1):
         return None
     path = where / f"{key(sc)}.trace"
     if not path.is_file():
@@ -171,20 +171,22 @@ def lookup(sc: Scenario, steps: int) -> Held | None:
     except (TraceError, OSError):
         _delete(path)
         return None
+    n = replay.total if steps is None else steps
     try:
-        if replay.scenario_text != sc.text or replay.total < steps:
-            replay.close()
-            if replay.scenario_text != sc.text:
-                _delete(path)
+        if replay.scenario_text != sc.text:
+            raise TraceError(f"{path}: the trace of another scenario")
+        if replay.total < max(n, 1):
+            replay.close()             # a shorter run of this scenario: a longer one will replace it
             return None
-        for i in range(steps):       # every record read is checked; the panels look back too
-            if replay.frame(i).step != i:
-                raise TraceError(f"{path}: frame {i} is step {replay.frame(i).step}")
+        # every frame's checksum (what the panels look back at too), the last one read in full
+        replay.reader.verify(n)
+        if replay.frame(n - 1).step != n - 1:
+            raise TraceError(f"{path}: frame {n - 1} is not step {n}")
     except (TraceError, OSError, ValueError):
         replay.close()
         _delete(path)
         return None
-    os.utime(path)                   # recently used: the budget removes others first
+    os.utime(path)                     # recently used: the budget removes others first
     return Held(replay, total_steps(sc) or replay.total)
 
 

@@ -132,7 +132,7 @@ def test_the_app_opens_a_cached_scenario_on_its_frames(tmp_path, capsys, cache_d
     reader.close()
 
 
-def test_the_app_computes_instead_of_a_cached_frame_that_does_not_read(tmp_path, capsys, cache_dir):
+def test_the_app_does_not_open_on_a_corrupt_entry(tmp_path, capsys, cache_dir):
     snap(tmp_path, capsys, "a.txt", step=12)
     [entry] = cache_dir.glob("*.trace")
     reader = TraceReader(entry)
@@ -146,11 +146,27 @@ def test_the_app_computes_instead_of_a_cached_frame_that_does_not_read(tmp_path,
         app = LineageApp(str(SC / "tour.yaml"))
         async with app.run_test(size=(120, 40)) as pilot:
             await settle(pilot, app, 0)
-            assert type(app.cursor).__name__ == "Warm"
+            assert type(app.cursor).__name__ != "Warm" and not entry.exists()    # checked before use
             await pilot.press("g", *"11", "enter")
             await settle(pilot, app, 10)
-            assert len(app.screen_stack) == 1 and app.cursor.held is None and app.cursor.session.made == 11
+            assert len(app.screen_stack) == 1
     asyncio.run(go())
-    reader = TraceReader(entry)                            # the bad entry was replaced by the session's
+    reader = TraceReader(entry)                            # the session's frames replaced it
     assert len(reader) == 11 and reader.frame(9).step == 9
     reader.close()
+
+
+def test_a_cached_frame_found_bad_late_is_made_instead(tmp_path, capsys, cache_dir, monkeypatch):
+    """A frame whose checksum holds but which does not decode (only a crafted file): the open
+    cursor drops the entry and a session makes the frame."""
+    from lineage.playback.trace import TraceError
+    snap(tmp_path, capsys, "a.txt", step=12)
+    warm = cache.open_scenario(load(SC / "tour.yaml"))
+    assert type(warm).__name__ == "Warm"
+    good = warm.frame(9)
+    real = warm.held.replay.frame
+    monkeypatch.setattr(warm.held.replay, "frame",
+                        lambda i: (_ for _ in ()).throw(TraceError("corrupt: frame 9")) if i == 9 else real(i))
+    again = warm.frame(9)
+    assert again == good and warm.held is None and warm.session.made == 10
+    warm.close()
