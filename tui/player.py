@@ -138,6 +138,8 @@ class Player:
             try:
                 cursor.frame(i)
             except Exception as e:  # noqa: BLE001  the screen says which step failed
+                if not going():    # stopped, or the file replaced (and closed) meanwhile: no failure
+                    return
                 raise StepFailed(i, e) from e
             post(i)
             # the timeout only bounds how late a cancelled worker notices (cancel notifies nobody)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..scenario.checks import total_steps
 from ..scenario.schema import Scenario
-from .session import Cursor, Replay, Session
+from .session import Cursor, Replay, Session, Stopped
 from .trace import TraceError
 
 BUDGET = 1 << 30              # bytes of entries kept; the oldest go first
@@ -104,6 +104,7 @@ class Warm(Cursor):
         self.total, self.info = held.total, held.info
         self.session: Session | None = None
         self._lock = threading.Lock()
+        self._closed = False
 
     @property
     def made(self) -> int:
@@ -115,19 +116,25 @@ class Warm(Cursor):
             try:
                 return held.frame(i)
             except (TraceError, OSError, ValueError):     # found bad only now: drop it, compute instead
+                if self._closed:       # the file was closed under a late reader: the entry is fine
+                    raise Stopped("closed") from None
                 self.held = None
                 held.close()
                 _delete(held.replay.reader.path)
         with self._lock:                                  # one session, however many workers ask
+            if self._closed:
+                raise Stopped("closed")
             if self.session is None:
                 self.session = caching_session(self.sc)
         return self.session.frame(i, progress, stop)
 
     def close(self) -> None:
+        self._closed = True
         if self.held is not None:
             self.held.close()
-        if self.session is not None:
-            self.session.close()
+        with self._lock:
+            if self.session is not None:
+                self.session.close()
 
 
 class Caching(Session):

@@ -170,3 +170,40 @@ def test_a_cached_frame_found_bad_late_is_made_instead(tmp_path, capsys, cache_d
     again = warm.frame(9)
     assert again == good and warm.held is None and warm.session.made == 10
     warm.close()
+
+
+def test_closing_under_a_reader_stops_it_and_keeps_the_entry(tmp_path, capsys, cache_dir):
+    """Opening another file closes the cursor a worker may still read: that worker stops, and
+    neither the entry is deleted nor a session started for a cursor nobody shows."""
+    import threading
+    import time
+
+    from lineage.playback.session import Stopped
+    snap(tmp_path, capsys, "a.txt", step=12)
+    [entry] = cache_dir.glob("*.trace")
+    warm = cache.open_scenario(load(SC / "tour.yaml"))
+    warm.close()
+    for i in (3, 20):                                      # in the entry, and past it
+        with pytest.raises(Stopped):
+            warm.frame(i)
+    assert entry.exists() and warm.session is None
+
+    session = cache.caching_session(load(SC / "tour.yaml"))
+    session.frame(0)
+    errors = []
+
+    def far():
+        try:
+            session.frame(900)
+        except Stopped as e:
+            errors.append(e)
+    worker = threading.Thread(target=far)
+    worker.start()
+    while session.made < 5 and worker.is_alive():
+        time.sleep(0.01)
+    session.close()                                        # waits at most one step for the worker
+    worker.join(30)
+    assert errors and not worker.is_alive() and session.made < 900
+    reader = TraceReader(entry)                            # the longer run was published, whole
+    assert len(reader) == max(12, session.made)
+    reader.close()

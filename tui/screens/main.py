@@ -249,7 +249,8 @@ class MainScreen(Screen):
         except Stopped:
             return
         except Exception as e:  # noqa: BLE001  a corrupt trace frame, a model that fails at this step
-            self.app.call_from_thread(self._frame_failed, i, e)
+            if cursor is self.player.cursor:   # not a file replaced (and closed) meanwhile
+                self.app.call_from_thread(self._frame_failed, i, e)
             return
         if not worker.is_cancelled:            # a frame asked for before the newest request is not shown
             self.app.call_from_thread(self._show_frame, cursor, i)
