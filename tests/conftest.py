@@ -1,4 +1,4 @@
-"""The suite's one conftest: where the Triton interpreter runs.
+"""The suite's one conftest: where the Triton interpreter runs (and that it caches no traces).
 
 Kernel tests on CPU tensors need TRITON_INTERPRET=1, which Triton reads once for the whole
 process, and GPU tests need it unset. So a plain run leaves tests/kernels/interpreted/ out,
@@ -50,3 +50,9 @@ from hypothesis import settings as _settings  # noqa: E402
 
 _settings.register_profile("long", max_examples=5000, deadline=None)
 _settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+# `lineage snapshot` and the app keep traces in the user's cache directory (lineage/playback/
+# cache.py): the suite keeps none, so no test depends on what an earlier one left there; the
+# cache's own tests set a directory of their own
+os.environ["LINEAGE_CACHE_DIR"] = "off"

@@ -13,6 +13,7 @@ from textual.screen import Screen
 
 from scenarios import DIR as SCENARIO_DIR
 
+from .command_palette import Palette
 from .panels.base import Panel
 from .player import Player
 from .screens.ask import AskScreen
@@ -62,6 +63,11 @@ class LineageApp(App):
         return self.main.request(i)
 
     # -- the command palette ------------------------------------------------------------
+    def action_command_palette(self) -> None:
+        # Textual's palette with two of its crashes guarded (tui/command_palette.py)
+        if self.use_command_palette and not Palette.is_open(self):
+            self.push_screen(Palette(id="--command-palette"))
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Open a scenario or trace", "Type a path to a .yaml scenario or a trace file",

@@ -232,25 +232,76 @@ def _close_quietly(cur) -> None:
         pass
 
 
+def _cached(args):
+    """The scenario's frames up to --step from the trace cache (lineage/playback/cache.py), or
+    None: a trace, --no-cache, a miss, or a file with problems (which _open then reports)."""
+    from lineage.playback.session import is_trace
+    from lineage.scenario.problems import ScenarioError
+    path = _resolve(args.source)
+    if args.no_cache or args.salvage or is_trace(path):
+        return None
+    try:
+        from lineage.playback.cache import lookup
+        from lineage.scenario import load
+        return lookup(load(path), args.step)
+    except (ScenarioError, OSError, ValueError):
+        return None
+
+
+def _progress(source: str):
+    """Progress of the steps a snapshot makes, on one rewritten line of a terminal's stderr."""
+    import time
+    if not sys.stderr.isatty():
+        return None
+    last = [0.0]
+
+    def show(made: int, needed: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 0.2 or made == needed:
+            last[0] = now
+            end = "\n" if made == needed else ""
+            print(f"\r{source}: computing step {made} / {needed}", end=end, file=sys.stderr, flush=True)
+    return show
+
+
 def _snapshot(args) -> int:
-    from lineage.playback.trace import TraceError
-    from tui.panels import PANELS, render
-    cur, code = _open(args.source, salvage=args.salvage)
+    from lineage.playback.session import Session
+    from tui.panels import PANELS
+    cur = _cached(args)
     if cur is None:
-        return code
-    if not 1 <= args.step <= cur.total:
-        return _err(f"{args.source}: step {args.step} is out of range (1-{cur.total})")
-    if args.panel is not None and args.panel not in PANELS:
-        return _err(f"--panel {args.panel!r}: unknown panel (one of {', '.join(PANELS)})")
-    out = Path(args.output)
-    if str(out) != "-" and out.suffix not in (".txt", ".svg", ".png"):
-        return _err(f"{out}: the snapshot format comes from the suffix: .txt, .svg or .png")
+        cur, code = _open(args.source, salvage=args.salvage)
+        if cur is None:
+            return code
+    publish = None
+    try:
+        if not 1 <= args.step <= cur.total:
+            return _err(f"{args.source}: step {args.step} is out of range (1-{cur.total})")
+        if args.panel is not None and args.panel not in PANELS:
+            return _err(f"--panel {args.panel!r}: unknown panel (one of {', '.join(PANELS)})")
+        out = Path(args.output)
+        if str(out) != "-" and out.suffix not in (".txt", ".svg", ".png"):
+            return _err(f"{out}: the snapshot format comes from the suffix: .txt, .svg or .png")
+        if isinstance(cur, Session) and not args.no_cache:
+            from lineage.playback.cache import record_into_cache
+            publish = record_into_cache(cur)
+            if publish is not None and cur.made < args.step:
+                print(f"{args.source}: computing steps {cur.made + 1} - {args.step} (kept in the trace cache "
+                      "for next time; --no-cache skips it)", file=sys.stderr)
+        return _snapshot_of(cur, args, out)
+    finally:
+        cur.close()                    # a session recording into the cache publishes its trace here
+        if publish is not None:
+            publish()
+
+
+def _snapshot_of(cur, args, out: Path) -> int:
+    from lineage.playback.trace import TraceError
+    from tui.panels import render
     try:                         # a corrupt frame or a failing model: its one line here, not inside the headless app
-        cur.frame(args.step - 1)
+        cur.frame(args.step - 1, progress=_progress(args.source))
     except TraceError:
         raise
     except Exception as e:  # noqa: BLE001
-        cur.close()
         return _err(f"{args.source}: step {args.step}: {_first_line(e)}")
     if out.suffix in (".svg", ".png"):
         from tui.snapshot import render_svg, svg_to_png
@@ -259,8 +310,6 @@ def _snapshot(args) -> int:
                              cursor=cur)
         except RuntimeError as e:            # the headless app could not open or show it: one line
             return _err(str(e).splitlines()[0])
-        finally:
-            cur.close()
         if out.suffix == ".svg":
             out.write_text(svg, encoding="utf-8")
         else:
@@ -394,6 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     ps.add_argument("--size", type=int, nargs=2, default=[160, 50], metavar=("W", "H"),
                     help="terminal size for .svg and .png snapshots (default 160 50)")
     _checkpoint_options(ps)
+    ps.add_argument("--no-cache", action="store_true",
+                    help="make the steps again instead of reading (and keeping) them in the trace cache")
     args = p.parse_args(argv)
     where = {"run": "file", "record": "scenario", "snapshot": "source"}.get(args.cmd)
     if where is not None:            # a checkpoint directory: run, record or snapshot the scenario made for it

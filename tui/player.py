@@ -20,6 +20,9 @@ class StepFailed(Exception):
 class Player:
     """The cursor over a Session or Replay and where playback stands on it.
 
+    `index` is the step on screen; `target` the step last asked for, which may still be being
+    made. Keys step from the target, so presses made while a frame is computed all count.
+
     At max speed a worker thread makes frames one after another; `wait` lets it block until
     the screen has caught up (each shown frame notifies), instead of sleeping in a loop."""
 
@@ -28,6 +31,7 @@ class Player:
     def __init__(self):
         self.cursor = None
         self.index = 0
+        self.target = 0
         self.playing = False
         self.speed_i = 0
         self.frames_shown = 0          # counted for the autoplay benchmark
@@ -40,18 +44,39 @@ class Player:
     @property
     def made(self) -> int:
         """Frames made so far (a Replay has every frame)."""
-        return len(getattr(self.cursor, "frames", ())) or self.cursor.total
+        made = getattr(self.cursor, "made", None)
+        return made if made is not None else self.cursor.total
 
     def clamp(self, i: int) -> int:
         return max(0, min(i, self.cursor.total - 1))
+
+    def aim(self, i: int) -> int:
+        """Step i (clamped) is asked for: it becomes the target, which is returned."""
+        self.target = self.clamp(i)
+        return self.target
+
+    @property
+    def pending(self) -> bool:
+        """A step was asked for by hand and is not on screen yet."""
+        return self.cursor is not None and not self.playing and self.target != self.index
+
+    def give_up(self) -> None:
+        """The step asked for will not come (cancelled, or it failed): aim at the one shown."""
+        self.target = max(self.index, 0)
 
     def open(self, cursor) -> None:
         """Show `cursor` from its first step; the one it replaces is closed."""
         old = self.cursor
         self.stop()
-        self.cursor, self.index = cursor, 0
+        self.cursor, self.index, self.target = cursor, 0, 0
         if old is not None:
             old.close()
+
+    def close(self) -> None:
+        """Stop and close the open file (a session publishes what it kept for next time)."""
+        self.stop()
+        if self.cursor is not None:
+            self.cursor.close()
 
     def shown(self, cursor, i: int) -> bool:
         """Frame i of `cursor` is about to be drawn; False for a frame of a file replaced meanwhile."""
@@ -75,6 +100,7 @@ class Player:
             return False
         if self.index >= self.cursor.total - 1:
             self.index = -1            # at the end: play again from the start
+        self.target = self.index
         self.playing = True
         return True
 
@@ -82,6 +108,8 @@ class Player:
         """Pause; True when it was playing. Wakes a max-speed worker waiting for the screen."""
         with self._moved:
             was, self.playing = self.playing, False
+            if was:                    # stepping on from here counts from what was shown
+                self.target = max(self.index, 0)
             self._moved.notify_all()
         return was
 
@@ -89,10 +117,11 @@ class Player:
         self.speed_i = max(0, min(len(SPEEDS) - 1, self.speed_i + delta))
 
     def tick(self) -> int | None:
-        """The next step to show at a timed speed, or None at the end (time to stop)."""
+        """The next step to show at a timed speed, or None at the end (time to stop). While the
+        last one asked for is still being made, that one again: a slow model sets the pace."""
         if self.cursor is None or self.index >= self.cursor.total - 1:
             return None
-        return self.index + 1
+        return self.target if self.target > self.index else self.index + 1
 
     def run_max(self, cursor, post, cancelled) -> None:
         """In a worker thread: as fast as the model allows, make each next frame and `post(i)`
@@ -109,6 +138,8 @@ class Player:
             try:
                 cursor.frame(i)
             except Exception as e:  # noqa: BLE001  the screen says which step failed
+                if not going():    # stopped, or the file replaced (and closed) meanwhile: no failure
+                    return
                 raise StepFailed(i, e) from e
             post(i)
             # the timeout only bounds how late a cancelled worker notices (cancel notifies nobody)

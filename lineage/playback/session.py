@@ -4,6 +4,8 @@
 next, previous, jump, reset over frames. Going back, or forward to a step already made, reads
 the recorded frame and never recomputes; going forward past the last made frame steps the
 models. A session is deterministic for a given scenario: the same file gives the same frames.
+A long way forward can report its progress and be stopped between two steps (`frame`'s
+`progress` and `stop`); the frames made until then are kept.
 """
 from __future__ import annotations
 
@@ -21,6 +23,10 @@ from .store import FrameStore
 from .trace import MAGIC, TraceReader, TraceWriter
 
 
+class Stopped(Exception):
+    """`frame(i)` gave up before step i was made because its `stop()` said so."""
+
+
 class Cursor:
     """Stepping over frames 0..total-1. Subclasses provide `_make(i)` for frames not yet held."""
 
@@ -30,8 +36,15 @@ class Cursor:
     def __init__(self):
         self.index = 0
 
-    def frame(self, i: int) -> Frame:
+    def frame(self, i: int, progress=None, stop=None) -> Frame:
+        """Frame i. Where frames must be made first, `progress(made, needed)` is called after
+        each one and `stop()` before each: when it holds, Stopped is raised (what was made stays)."""
         raise NotImplementedError
+
+    @property
+    def made(self) -> int:
+        """How many frames can be read without computing."""
+        return self.total
 
     def current(self) -> Frame:
         return self.frame(self.index)
@@ -69,6 +82,7 @@ class Session(Cursor):
         super().__init__()
         self.sc = sc
         self._lock = threading.Lock()
+        self._closed = False
         self.frames = FrameStore()         # every frame made, the newest in memory, the rest on disk
         self.writer = writer
         self.total = total_steps(sc) or 0
@@ -81,7 +95,11 @@ class Session(Cursor):
                      "device": self.runner.device, "dtype": sc.dtype, "backend": self.runner.backend,
                      "decoding": sc.decoding.model_dump(), "notes": self.notes}
 
-    def frame(self, i: int) -> Frame:
+    @property
+    def made(self) -> int:
+        return len(self.frames)
+
+    def frame(self, i: int, progress=None, stop=None) -> Frame:
         if not 0 <= i < self.total:
             raise IndexError(f"step {i} out of range (0-{self.total - 1})")
         if i < len(self.frames):
@@ -90,10 +108,14 @@ class Session(Cursor):
         # (two threads stepping at once would feed the model the same token twice)
         with self._lock:
             while len(self.frames) <= i:
+                if self._closed or (stop is not None and stop()):
+                    raise Stopped(f"stopped at step {len(self.frames) + 1} on the way to {i + 1}")
                 f = self._make(len(self.frames))
                 self.frames.append(f)
                 if self.writer is not None:
                     self.writer.write(f)
+                if progress is not None:
+                    progress(len(self.frames), i + 1)
         return self.frames[i]
 
     def _make(self, i: int) -> Frame:
@@ -112,16 +134,19 @@ class Session(Cursor):
             self.writer.write(f)
         return self.writer
 
-    def record_all(self, steps: int | None = None) -> None:
+    def record_all(self, steps: int | None = None, progress=None) -> None:
         n = self.total if steps is None else min(steps, self.total)
-        for i in range(n):
-            self.frame(i)
+        if n > 0:
+            self.frame(n - 1, progress=progress)
 
     def close(self) -> None:
         # the frame store is left to the garbage collector (its file is already unlinked): a
-        # worker of a session being replaced may still read or add a frame meanwhile
+        # worker of a session being replaced may still read a frame meanwhile. One making
+        # frames stops before its next step, so the writer is closed after at most one step
+        self._closed = True
         if self.writer is not None:
-            self.writer.close()
+            with self._lock:
+                self.writer.close()
 
 
 class Replay(Cursor):
@@ -136,7 +161,7 @@ class Replay(Cursor):
         self._cache: dict[int, Frame] = {}
         self._lock = threading.Lock()
 
-    def frame(self, i: int) -> Frame:
+    def frame(self, i: int, progress=None, stop=None) -> Frame:
         f = self._cache.get(i)
         if f is None:
             with self._lock:                    # one file handle: seek and read must not interleave
@@ -157,9 +182,11 @@ def is_trace(path: str | Path) -> bool:
         return False
 
 
-def open_path(path: str | Path, device: str | None = None, salvage: bool = False) -> Cursor:
-    """A Session for a scenario file or a Replay for a trace (by its magic bytes)."""
+def open_path(path: str | Path, device: str | None = None, salvage: bool = False, make=None) -> Cursor:
+    """A Session for a scenario file or a Replay for a trace (by its magic bytes). `make(sc)`:
+    how a loaded scenario becomes a cursor instead (the app's reads the trace cache first)."""
     if is_trace(path):
         return Replay(path, salvage=salvage)
     from ..scenario import load
-    return Session(load(path), device=device)
+    sc = load(path)
+    return make(sc) if make is not None else Session(sc, device=device)

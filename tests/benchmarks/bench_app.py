@@ -1,9 +1,15 @@
 """Measure the app from outside, in a pseudo-terminal, as a user's terminal would see it.
 
     python -m tests.benchmarks.bench_app [--size 160 50] [--steps 200] [SCENARIO]
+    python -m tests.benchmarks.bench_app --goto 900 [--size 160 50] [SCENARIO]
 
 Reports: time to the first paint and to the first model frame after launch, autoplay speed at
 "max" with every panel live, bytes written to the terminal per step, and resident memory.
+With --goto N: the time from `g N enter` (pressed once the first frame is up) until the counter
+shows step N, and the first progress line the timeline showed meanwhile (if any).
+The app reads and writes the trace cache (lineage/playback/cache.py): run with
+LINEAGE_CACHE_DIR=off to measure a first launch, or with a directory holding an entry to
+measure a scenario opened before.
 These are moments seen in the app's output stream (time.perf_counter at each), not timings of
 a function, so this script keeps its own clock rather than tests/benchmarks/timing.py.
 """
@@ -45,14 +51,57 @@ def _rss_mb(pid: int) -> float:
     return total / 1024
 
 
-def measure(scenario: str | None, cols: int, rows: int, steps: int) -> dict:
+def _launch(scenario: str | None, cols: int, rows: int):
     argv = [sys.executable, "-m", "tui.cli"] + (["run", scenario] if scenario else [])
-    t0 = time.perf_counter()
     pid, fd = pty.fork()
     if pid == 0:
         os.environ.update(TERM="xterm-256color", COLORTERM="truecolor", COLUMNS=str(cols), LINES=str(rows))
         os.execv(argv[0], argv)
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    return pid, fd
+
+
+def _until(fd: int, pattern: re.Pattern, timeout: float) -> tuple[float | None, bytes]:
+    """Read until `pattern` shows up in the output: (seconds it took, all that was read)."""
+    t0, buf = time.perf_counter(), b""
+    while time.perf_counter() - t0 < timeout:
+        chunk = _read(fd, 0.02)
+        buf += chunk
+        if chunk and pattern.search(buf, max(0, len(buf) - len(chunk) - 64)):
+            return time.perf_counter() - t0, buf
+    return None, buf
+
+
+def measure_goto(scenario: str | None, cols: int, rows: int, step: int) -> dict:
+    """`g STEP enter` on a freshly opened app: seconds until the counter reads that step."""
+    out = {"size": f"{cols}x{rows}"}
+    t0 = time.perf_counter()
+    pid, fd = _launch(scenario, cols, rows)
+    first, _ = _until(fd, STEP, 120)
+    out["first model frame (s)"] = first and time.perf_counter() - t0
+    _until(fd, re.compile(rb"$^"), 1.0)               # drain the first frame's repaint
+    for key in b"g":
+        os.write(fd, bytes([key]))
+    time.sleep(0.3)                                   # the dialog opens
+    os.write(fd, str(step).encode())
+    t_press = time.perf_counter()
+    os.write(fd, b"\r")
+    took, seen = _until(fd, re.compile(rb"step %d / " % step), 300)
+    out[f"g {step} until shown (s)"] = took and time.perf_counter() - t_press
+    progress = re.search(rb"computing (\d+) / (\d+)", seen)
+    out["progress shown"] = progress.group(0).decode() if progress else "none"
+    os.write(fd, b"q")
+    time.sleep(0.5)
+    try:
+        os.kill(pid, 9)
+    except OSError:
+        pass
+    return out
+
+
+def measure(scenario: str | None, cols: int, rows: int, steps: int) -> dict:
+    t0 = time.perf_counter()
+    pid, fd = _launch(scenario, cols, rows)
     out = {"size": f"{cols}x{rows}"}
     buf = b""
     first_paint = first_frame = None
@@ -125,8 +174,12 @@ def main(argv=None) -> int:
     p.add_argument("scenario", nargs="?")
     p.add_argument("--size", type=int, nargs=2, default=[160, 50])
     p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--goto", type=int, default=None, metavar="N", help="time `g N` instead of autoplay")
     a = p.parse_args(argv)
-    res = measure(a.scenario, a.size[0], a.size[1], a.steps)
+    if a.goto is not None:
+        res = measure_goto(a.scenario, a.size[0], a.size[1], a.goto)
+    else:
+        res = measure(a.scenario, a.size[0], a.size[1], a.steps)
     print(f"# {time.strftime('%Y-%m-%d')} {os.cpu_count()} cores, terminal {res['size']}")
     for k, v in res.items():
         print(f"{k:<32} {v:.3f}" if isinstance(v, float) else f"{k:<32} {v}")

@@ -82,3 +82,21 @@ def test_throttle_holds_the_newest_while_playing():
     assert t.offer("e", now=10.9, playing=False) is None          # by hand: at once, dropping d
     assert t.release(now=11.3) is None
     assert Throttle(0.0).offer("x", now=0.0, playing=True) is None   # no interval: every frame
+
+
+def test_steps_count_from_the_target_and_a_slow_frame_sets_the_pace():
+    p, cur = Player(), Cursor(10)
+    p.open(cur)
+    assert p.aim(3) == 3 and p.pending and p.aim(p.target + 1) == 4     # a press counts from the target
+    assert p.aim(40) == 9 and p.aim(-2) == 0                          # clamped
+    p.aim(4)
+    p.give_up()                                                       # cancelled: back to what is shown
+    assert p.target == p.index == 0 and not p.pending
+    p.play()
+    assert p.tick() == 1 and not p.pending                            # playing is never 'pending'
+    p.target = 1                                                      # asked for, not yet shown
+    assert p.tick() == 1                                              # the same step again, not the next
+    p.shown(cur, 1)
+    assert p.tick() == 2
+    p.shown(cur, 5)
+    assert p.stop() and p.target == 5                                 # stepping on starts from the screen

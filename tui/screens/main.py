@@ -3,10 +3,13 @@
 It owns the keys and the layout, asks thread workers for files and frames, and hands each
 finished frame to the panels; where playback stands is the Player's. Torch is imported inside
 the loading worker, so the screen appears before the model exists; the UI thread never
-touches a tensor.
+touches a tensor. Steps are asked for against the Player's target, not the step on screen, so
+key presses made while a frame is computed all count; a long jump reports its progress to the
+timeline and `esc` cancels it (the frames made so far stay).
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,12 +25,14 @@ from .. import served
 from ..panels import default_panels, make_panel
 from ..panels.base import Panel
 from ..player import Player, StepFailed
+from ..widgets.loading import Loading
 from ..widgets.timeline import Timeline
 from .ask import AskScreen
 from .error import ErrorScreen
 from .help import HelpScreen
 
 MIN_W, MIN_H = 60, 20
+PROGRESS_EVERY = 0.1       # seconds between progress reports of a long jump (the first after as long)
 
 
 @dataclass
@@ -40,7 +45,25 @@ class FrameReady(Message):
         return isinstance(message, FrameReady)
 
 
+@dataclass
+class Computing(Message):
+    """Jump number `jump` has `made` of the `needed` frames. A newer report replaces one still queued."""
+    jump: int
+    made: int
+    needed: int
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, Computing)
+
+
+@dataclass
+class Stage(Message):
+    """The file being opened is at this stage (the loading spinner shows it)."""
+    text: str
+
+
 class MainScreen(Screen):
+    ESCAPE_TO_MINIMIZE = False     # esc cancels a long jump first; action_escape minimises otherwise
     BINDINGS = [
         Binding("space", "toggle_play", "play/pause"),
         Binding("n,right", "step(1)", "next"),
@@ -64,27 +87,30 @@ class MainScreen(Screen):
         Binding("t", "pick('quantity', 1)", "S/dS/err", show=False),
         Binding("question_mark,f1", "help", "help"),
         Binding("q", "app.quit", "quit"),
+        Binding("escape", "escape", "cancel / restore", show=False),
     ]
 
     def __init__(self, player: Player, path: str, salvage: bool = False, cursor=None):
         """`cursor`: the Session or Replay of `path`, already open (headless snapshots)."""
         super().__init__()
         self.player, self.path, self.salvage = player, path, salvage
-        self._given = cursor
+        self._given = self._borrowed = cursor     # a cursor given is its giver's to close
         self._play_timer = None
+        self._jump = 0                 # numbers the step requests, so a late progress report is dropped
+        self._early: int | None = None # a step asked for before the file was open: shown first
 
     # -- layout -----------------------------------------------------------------------
     def compose(self):
         yield Header(show_clock=False, icon="≋")
         yield Timeline(id="timeline")
+        yield Loading(id="loading")
         yield Grid(id="panels")
-        yield Static("", id="loading")
         yield Static("", id="toosmall")
         yield Static("", id="status")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#loading", Static).update(f"opening {self.path} ...")
+        self.query_one(Loading).start(f"opening {Path(self.path).name}")
         self._fit_layout()
         if self._given is not None:
             self._opened(self._given, self.path)
@@ -94,6 +120,8 @@ class MainScreen(Screen):
 
     def on_unmount(self) -> None:
         self.stop()                    # frees a max-speed worker waiting for the screen
+        if self.player.cursor is not self._borrowed:
+            self.player.close()        # a session publishes the frames it kept for next time
 
     def on_resize(self, event) -> None:
         self._fit_layout(event.size)
@@ -118,6 +146,8 @@ class MainScreen(Screen):
                 f"colour {depth}"]
         if cursor is not None and type(cursor).__name__ == "Replay":
             bits.append("replaying a trace (no torch)")
+        elif cursor is not None and type(cursor).__name__ == "Warm":
+            bits.append("opened on cached frames (LINEAGE_CACHE_DIR=off to make them afresh)")
         bits += info.get("notes", [])
         self.query_one("#status", Static).update(" · ".join(bits))
 
@@ -129,15 +159,20 @@ class MainScreen(Screen):
         if refused is not None:
             self._open_failed(str(path), [refused], quotes_file=False)
             return None
+        self.query_one(Loading).start(f"opening {Path(path).name}")    # above what is still shown
         return self._load_path(str(path))
+
+    def on_stage(self, message: Stage) -> None:
+        self.query_one(Loading).at(message.text)
 
     @work(thread=True, exclusive=True, group="load")
     def _load_path(self, path: str) -> None:
         from lineage.playback.trace import TraceError
         from lineage.scenario.problems import ScenarioError
+        name = Path(path).name
         try:
             from lineage.playback.session import open_path
-            cursor = open_path(path, salvage=self.salvage)
+            cursor = open_path(path, salvage=self.salvage, make=lambda sc: self._scenario_cursor(sc, name))
             if cursor.total < 1:
                 raise TraceError(f"{path}: nothing to show (0 steps)")
         except ScenarioError as e:
@@ -151,9 +186,22 @@ class MainScreen(Screen):
             return
         self.app.call_from_thread(self._opened, cursor, path)
 
+    def _scenario_cursor(self, sc, name: str):
+        """In the loading worker: a scenario seen before opens on its cached frames (no torch);
+        otherwise a session that keeps its frames in the cache for next time."""
+        from lineage.playback.cache import caching_session, open_scenario
+        cursor = open_scenario(sc)
+        if cursor is None:
+            # the one long wait of a first launch (about a second, more on a busy machine)
+            self.post_message(Stage(f"{name}: starting PyTorch"))
+            import torch  # noqa: F401
+            self.post_message(Stage(f"{name}: building the model"))
+            cursor = caching_session(sc)
+        return cursor
+
     def _open_failed(self, path: str, lines: list[str], quotes_file: bool = True) -> None:
         keeping = self.player.cursor.info["title"] if self.player.cursor else None
-        self.query_one("#loading", Static).display = False
+        self.query_one(Loading).done()
         shown = served.shown_problems(lines, path) if quotes_file else lines   # served: no file content
         self.app.push_screen(ErrorScreen(f"Could not open {path}", shown, keeping))
 
@@ -163,7 +211,7 @@ class MainScreen(Screen):
         self.path = path
         self.app.title = cursor.info["title"]
         self.app.sub_title = Path(path).name
-        self.query_one("#loading", Static).display = False
+        self.query_one(Loading).done()
         grid = self.query_one("#panels", Grid)
         grid.remove_children()
         made = [make_panel(p) for p in default_panels(cursor.info)]
@@ -174,27 +222,66 @@ class MainScreen(Screen):
         first = next((p for p in made if p.pickable), made[0])
         self.call_after_refresh(first.focus, False)
         self._show_status()
-        self.call_after_refresh(self.request, 0)
+        early, self._early = self._early, None
+        self.call_after_refresh(self.request, early or 0)
 
     # -- stepping ---------------------------------------------------------------------
     def request(self, i: int):
-        """Show step i (clamped) once a worker has made it; returns that worker."""
+        """Show step i (clamped) once a worker has made it; returns that worker. It becomes the
+        player's target at once; a newer request replaces this one (its worker stops between
+        two steps, and what it made stays)."""
         if self.player.cursor is None:
+            self._early = i            # keys pressed while the first file opens still count
             return None
-        return self._compute_frame(self.player.cursor, self.player.clamp(i))
+        self._jump += 1
+        return self._compute_frame(self.player.cursor, self.player.aim(i), self._jump)
 
     @work(thread=True, exclusive=True, group="step")
-    def _compute_frame(self, cursor, i: int) -> None:
+    def _compute_frame(self, cursor, i: int, jump: int) -> None:
+        from lineage.playback.session import Stopped
+        worker = get_current_worker()
+        last = [time.monotonic()]
+
+        def progress(made: int, needed: int) -> None:
+            now = time.monotonic()
+            if now - last[0] >= PROGRESS_EVERY:    # a few reports a second: the UI thread needs the GIL too
+                last[0] = now
+                self.post_message(Computing(jump, made, needed))
+
         try:
-            cursor.frame(i)                    # the session serialises stepping itself
-        except Exception as e:  # noqa: BLE001  a corrupt trace frame, a model that fails at this step
-            self.app.call_from_thread(self._frame_failed, i, e)
+            # the session serialises stepping itself; stop: a newer request or esc cancelled this one
+            cursor.frame(i, progress=progress, stop=lambda: worker.is_cancelled)
+        except Stopped:
             return
-        self.app.call_from_thread(self._show_frame, cursor, i)
+        except Exception as e:  # noqa: BLE001  a corrupt trace frame, a model that fails at this step
+            if cursor is self.player.cursor:   # not a file replaced (and closed) meanwhile
+                self.app.call_from_thread(self._frame_failed, i, e)
+            return
+        if not worker.is_cancelled:            # a frame asked for before the newest request is not shown
+            self.app.call_from_thread(self._show_frame, cursor, i)
+
+    def on_computing(self, message: Computing) -> None:
+        if message.jump == self._jump and self.player.pending:
+            self.query_one(Timeline).progress(message.made, message.needed)
+
+    def action_escape(self) -> None:
+        """Cancel a long jump (the frames made so far stay); otherwise restore a maximised panel."""
+        if self.player.pending:
+            self.workers.cancel_group(self, "step")
+            self._jump += 1                    # its last progress report, if still queued, is dropped
+            self.player.give_up()
+            self.query_one(Timeline).progress(None)
+            self._update_timeline()
+            self.notify(f"stopped: steps 1 - {self.player.made} are made; showing step {self.player.index + 1}",
+                        timeout=3)
+        elif self.maximized is not None:
+            self.minimize()
 
     def _frame_failed(self, i: int, error: Exception) -> None:
         """A step that cannot be shown: say which, stop playing, keep the frames already shown."""
         self.stop()
+        self.player.give_up()
+        self.query_one(Timeline).progress(None)
         line = str(error).splitlines()[0] if str(error) else type(error).__name__
         keeping = self.player.cursor.info["title"] if self.player.cursor else None
         self.app.push_screen(ErrorScreen(f"Step {i + 1} could not be shown", [line], keeping))
@@ -204,6 +291,9 @@ class MainScreen(Screen):
             return                             # a frame of a scenario that was replaced meanwhile
         for panel in self.query(Panel):
             panel.paced_show(cursor, i, self.player.playing)
+        timeline = self.query_one(Timeline)
+        if timeline.computing is not None and not self.player.pending:
+            timeline.progress(None)
         self._update_timeline()
 
     def _update_timeline(self) -> None:
@@ -212,7 +302,8 @@ class MainScreen(Screen):
 
     def action_step(self, delta: int) -> None:
         self.stop()
-        self.request(self.player.index + delta)
+        base = self.player.target if self.player.cursor is not None else (self._early or 0)
+        self.request(base + delta)     # from the step asked for: no press is lost
 
     def action_first(self) -> None:
         self.stop()
@@ -228,9 +319,16 @@ class MainScreen(Screen):
 
     def action_goto(self) -> None:
         def done(value):
-            if value and value.isdigit():
-                self.stop()
-                self.request(int(value) - 1)
+            if not value:
+                return
+            if not value.isdigit():
+                self.notify(f"{value[:20]!r} is not a step number", severity="warning", markup=False)
+                return
+            self.stop()
+            total = self.player.cursor.total if self.player.cursor else 0
+            if not 1 <= int(value) <= total:
+                self.notify(f"there are steps 1 - {total}: going to the nearest", severity="warning")
+            self.request(int(value) - 1)
         total = self.player.cursor.total if self.player.cursor else "?"
         self.app.push_screen(AskScreen(f"Go to step (1 - {total})"), done)
 
@@ -256,7 +354,7 @@ class MainScreen(Screen):
         i = self.player.tick()
         if i is None:
             self.stop()
-        else:
+        elif i != self.player.target:      # a new request would cancel the one still being made
             self.request(i)
 
     @work(thread=True, exclusive=True, group="step")
@@ -324,10 +422,24 @@ class MainScreen(Screen):
         cursor, i = self.player.cursor, self.player.index
         if cursor is None:
             return
-        stem = self.app.snapshot_dir / f"lineage-{Path(self.path).stem}-step{i + 1}"
+        if self.player.pending:        # the screen still shows an earlier step than the one asked for
+            self.notify(f"step {self.player.target + 1} is still being computed: press s once it is shown "
+                        "(esc cancels the jump)", severity="warning")
+            return
+        stem = free_stem(self.app.snapshot_dir / f"lineage-{Path(self.path).stem}-step{i + 1}")
         svg = self.app.save_screenshot(str(stem) + ".svg")
         panels = [self.maximized] if isinstance(self.maximized, Panel) else list(self.query(Panel))
         text = f"{cursor.info['title']} - step {i + 1} / {cursor.total}\n\n"
         text += "\n\n".join(p.text(cursor, i) for p in panels) + "\n"
         Path(str(stem) + ".txt").write_text(text, encoding="utf-8")
         self.notify(f"saved {svg} and {stem.name}.txt")
+
+
+def free_stem(stem: Path) -> Path:
+    """`stem`, or `stem-2`, `stem-3`, ...: the first for which neither an .svg nor a .txt exists,
+    so a snapshot never replaces an earlier one."""
+    n, candidate = 1, stem
+    while candidate.with_name(candidate.name + ".svg").exists() or candidate.with_name(candidate.name + ".txt").exists():
+        n += 1
+        candidate = stem.with_name(f"{stem.name}-{n}")
+    return candidate

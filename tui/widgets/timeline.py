@@ -1,4 +1,5 @@
-"""The step counter and timeline: 'step N / M', a bar to click on, play state and speed."""
+"""The step counter and timeline: 'step N / M', a bar to click on, play state and speed, and
+while a step far ahead is being made, how far that has got ('computing 412 / 900')."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,15 +20,28 @@ class Timeline(Widget):
     def __init__(self, **kw):
         super().__init__(**kw)
         self.step, self.total, self.made, self.playing, self.speed = 0, 0, 0, False, "1"
+        self.computing: tuple[int, int] | None = None     # (frames made, frames needed) of a long jump
 
     def set(self, step: int, total: int, made: int, playing: bool, speed: str) -> None:
         self.step, self.total, self.made, self.playing, self.speed = step, total, made, playing, speed
+        self.refresh()
+
+    def progress(self, made: int | None, needed: int = 0) -> None:
+        """A long jump has `made` of the `needed` frames; None: no jump is being computed."""
+        self.computing = None if made is None else (made, needed)
+        if made is not None:
+            self.made = max(self.made, made)
         self.refresh()
 
     def _bar_width(self) -> int:
         return max(10, self.size.width - len(self._label()) - 2)
 
     def _label(self) -> str:
+        if not self.total:             # nothing open yet: no 'step 1 / 0'
+            return " opening … "
+        if self.computing is not None:
+            made, needed = self.computing
+            return f" step {self.step + 1} / {self.total}  computing {made} / {needed}, esc cancels "
         state = "▶ playing" if self.playing else "❚❚ paused"
         return f" step {self.step + 1} / {self.total}  {state} {self.speed}/s "
 
