@@ -189,8 +189,12 @@ def test_no_color_heatmaps_use_glyphs(monkeypatch):
             await settle(pilot, app, 2)
             state = next(p for p in app.query(Panel) if p.kind == "state")
             hm = state.query_one(Heatmap)
-            rows = [hm.render_line(y).text for y in range(8)]
-            assert len(rows[0].strip()) == 4 and any(c in "".join(rows) for c in "@#*+&%=-")
+            rows = [hm.render_line(y).text for y in range(hm.size.height)]
+            # a small state (8 x 4) prints its values; a larger map draws glyphs
+            assert hm.fit.text and sum("".join(rows).count(s) for s in ("+0.", "-0.")) == hm.data.size
+            decay = next(p for p in app.query(Panel) if p.kind == "decay").query_one(Heatmap)
+            rows = [decay.render_line(y).text for y in range(4)]
+            assert not decay.fit.text and any(c in "".join(rows) for c in ".:-=+*#%@")
             assert "none (NO_COLOR)" in str(app.query_one("#status").render())
     run(go())
 

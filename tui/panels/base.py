@@ -36,6 +36,7 @@ class Panel(Vertical, can_focus=True):
     """
     kind = "panel"
     text_form = None
+    ALLOW_MAXIMIZE = True      # heatmap panels pass the focus to their map; they still maximise
     # During playback a panel that is costly to draw redraws at most this often (seconds);
     # stepping by hand always draws at once. 0: every frame.
     MIN_INTERVAL = 0.0
@@ -153,10 +154,15 @@ class Panel(Vertical, can_focus=True):
         return False
 
 
-class HeatmapPanel(Panel):
+class HeatmapPanel(Panel, can_focus=False):
     """A panel drawn as a Heatmap with a legend line under it: one layer (and head) at a time,
-    which the layer / head pickers change."""
+    which the layer / head pickers change. The map takes the focus, not the panel around it,
+    so tab stops once per panel."""
     pickable = True
+
+    def focus(self, scroll_visible: bool = True):
+        self.query_one(Heatmap).focus(scroll_visible)
+        return self
 
     def compose(self):
         yield Heatmap()

@@ -12,14 +12,14 @@ from pathlib import Path
 
 from textual import work
 from textual.binding import Binding
-from textual.containers import Grid
+from textual.containers import Grid, Vertical
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 from textual.worker import get_current_worker
 
 from .. import served
-from ..panels import default_panels, make_panel
+from ..panels import default_panels, docked, make_panel
 from ..panels.base import Panel
 from ..player import Player, StepFailed
 from ..widgets.timeline import Timeline
@@ -28,6 +28,7 @@ from .error import ErrorScreen
 from .help import HelpScreen
 
 MIN_W, MIN_H = 60, 20
+FILL_ROW = 14          # rows of panels at least this tall share the screen (no scrolling), pictures fill them
 
 
 @dataclass
@@ -41,6 +42,8 @@ class FrameReady(Message):
 
 
 class MainScreen(Screen):
+    # a maximised panel keeps the step, the caption and the keys around it
+    ALLOW_IN_MAXIMIZED_VIEW = "Footer, Timeline, #captionbar, #slidehead"
     BINDINGS = [
         Binding("space", "toggle_play", "play/pause"),
         Binding("n,right", "step(1)", "next"),
@@ -73,6 +76,7 @@ class MainScreen(Screen):
         yield Header(show_clock=False, icon="≋")
         yield Timeline(id="timeline")
         yield Grid(id="panels")
+        yield Vertical(id="captionbar")
         yield Static("", id="loading")
         yield Static("", id="toosmall")
         yield Static("", id="status")
@@ -104,6 +108,11 @@ class MainScreen(Screen):
         grid.display = not small
         cols = 3 if w >= 150 else 2 if w >= 100 else 1
         grid.styles.grid_size_columns = cols
+        # when every row of panels gets FILL_ROW lines, the rows share the screen and heatmaps
+        # grow into them; otherwise panels take their natural height and the grid scrolls
+        rows = -(-sum(1 for p in grid.children if p.display) // cols)
+        room = h - 4 - (self.query_one("#captionbar").outer_size.height or 5)
+        grid.set_class(rows > 0 and room >= rows * FILL_ROW, "-fill")
 
     def _show_status(self) -> None:
         cursor = self.player.cursor
@@ -162,7 +171,13 @@ class MainScreen(Screen):
         grid = self.query_one("#panels", Grid)
         grid.remove_children()
         made = [make_panel(p) for p in default_panels(cursor.info)]
-        grid.mount_all(made)
+        in_grid, in_bar = docked(made, cursor.info)
+        grid.mount_all(in_grid)
+        bar = self.query_one("#captionbar", Vertical)
+        bar.remove_children()
+        bar.mount_all(in_bar)
+        made = in_grid + in_bar
+        self._fit_layout()
         # focus decided here, not by whichever widget mounted first: the pickers act on the
         # focused panel, so start on the first one that has layers to pick. Without scrolling
         # to it: a small terminal opens at the top of the layout, whenever the focus lands
