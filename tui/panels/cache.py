@@ -37,6 +37,7 @@ def text_form(cur, i: int, p: dict, width: int) -> list[str]:
 
 SERIES = [("orange", "c"), ("blue", "m"), ("green", "s")]       # plotext colour, no-colour marker
 LEGEND_COLOURS = ["#ff8700", "#af87ff", "#87d700"]   # as the pro theme draws them
+NAMES = ["latent/KV cache", "as plain MHA KV", "recurrent state (constant)"]
 
 
 class CachePanel(Panel):
@@ -59,9 +60,6 @@ class CachePanel(Panel):
         per_tok = b.per_tok
         cross = b.state / per_tok if per_tok else None
         width = max(30, (self.content_region.width or 80) - 2)
-        height = 16 if width >= 60 else 11
-        plot = self._plot(b, ctx, cross, width, height)
-        self.put(self.query_one("#plot", TextBox), plot)
         weights = int(info["models"][m].get("params", 0) * 2)
         batch = batch_per_card(ctx, int(per_tok), weights, state_bytes=b.state) if per_tok else None
         t = Text()
@@ -72,9 +70,24 @@ class CachePanel(Panel):
         t.append(f"\nat {ctx:,} tokens: cache {fmt_bytes(per_tok * ctx)}, as plain MHA {fmt_bytes(b.kv_equiv_per_tok * ctx)}")
         if batch is not None:
             t.append(f"; {batch:,} sequences per 141 GB card (fp32 cache)")
+        legend_rows = rows_of(t, width + 2)
+        # a panel with a height of its own (rows sharing the screen, maximised): the plot takes
+        # what the legend leaves; otherwise a fixed plot and the panel as tall as its content
+        fixed = self.has_class("-maximized") or (self.parent is not None and self.parent.has_class("-fill"))
+        if fixed:
+            key_rows = rows_of("  ".join(f" ██ {n}" for n in NAMES), width + 2)       # the key under the plot
+            height = max(6, self.content_region.height - legend_rows - key_rows)
+        else:
+            height = 16 if width >= 60 else 11
+        plot = self._plot(b, ctx, cross, width, height)
+        self.put(self.query_one("#plot", TextBox), plot)
         self.put(self.query_one("#legend", TextBox), t)
+        if fixed:
+            if self.styles.height is not None:          # an inline height would beat the CSS's
+                self.styles.height = None
+            return
         # grid rows keep the height they first measured; say how tall the content now is
-        height = len(plot.plain.split("\n")) + rows_of(t, width) + 2
+        height = len(plot.plain.split("\n")) + legend_rows + 2
         if self.styles.height is None or self.styles.height.value != height:
             self.styles.height = height
 
@@ -111,8 +124,7 @@ class CachePanel(Panel):
         plt.xlabel("tokens (log); | = now and crossover")
         out = Text.from_ansi(plt.build(), no_wrap=True, overflow="crop")
         out.append("\n")
-        names = ["latent/KV cache", "as plain MHA KV", "recurrent state (constant)"]
-        for name, (colour, mark), rich in zip(names, SERIES, LEGEND_COLOURS):
+        for name, (colour, mark), rich in zip(NAMES, SERIES, LEGEND_COLOURS):
             out.append(f" {mark}{mark} " if nc else " ██ ", style=None if nc else rich)
             out.append(name + "  ")
         return out

@@ -66,7 +66,7 @@ class RoutingPanel(SweepPanel):
         W = self._sweep.update((m, layer), i, column, self.size.width)     # (experts, steps)
         hm = self.query_one(Heatmap)
         hm.set_marker(self._sweep.column_of(i))
-        hm.set_data(W, "sequential", vmax=1.0)
+        hm.set_data(W, "sequential", vmax=1.0, blank=self._sweep.blank(i))
         r = f.routing(m, layer)
         load, share = r.load, r.shared_share
         self.set_title(f"routing · L{layer} · {moe['top_k']} of {E} experts + {moe['n_shared']} shared")
@@ -79,4 +79,5 @@ class RoutingPanel(SweepPanel):
         t.append(f"\nnow: {now}")
         if share is not None:
             t.append(f"   shared share {share:.2f}")
+        self.border_subtitle = "↓ expert × → step, sweeping"
         self.put(self.query_one("#legend", TextBox), t, pace=0.1)
