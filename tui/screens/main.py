@@ -15,13 +15,14 @@ from textual.binding import Binding
 from textual.containers import Grid, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 from textual.worker import get_current_worker
 
 from .. import served
 from ..panels import default_panels, docked, make_panel
 from ..panels.base import Panel
 from ..player import Player, StepFailed
+from ..widgets.keys_footer import KeysFooter
 from ..widgets.timeline import Timeline
 from .ask import AskScreen
 from .error import ErrorScreen
@@ -80,7 +81,7 @@ class MainScreen(Screen):
         yield Static("", id="loading")
         yield Static("", id="toosmall")
         yield Static("", id="status")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#loading", Static).update(f"opening {self.path} ...")
@@ -113,6 +114,10 @@ class MainScreen(Screen):
         rows = -(-sum(1 for p in grid.children if p.display) // cols)
         room = h - 4 - (self.query_one("#captionbar").outer_size.height or 5)
         grid.set_class(rows > 0 and room >= rows * FILL_ROW, "-fill")
+        # narrow: a compact footer without the palette key, so `? help` and `q quit` stay on it
+        footer = self.query_one(KeysFooter)
+        footer.compact = w < 120
+        footer.show_command_palette = w >= 100
 
     def _show_status(self) -> None:
         cursor = self.player.cursor
@@ -331,13 +336,5 @@ class MainScreen(Screen):
         self.app.push_screen(HelpScreen())
 
     def action_snapshot(self) -> None:
-        cursor, i = self.player.cursor, self.player.index
-        if cursor is None:
-            return
-        stem = self.app.snapshot_dir / f"lineage-{Path(self.path).stem}-step{i + 1}"
-        svg = self.app.save_screenshot(str(stem) + ".svg")
-        panels = [self.maximized] if isinstance(self.maximized, Panel) else list(self.query(Panel))
-        text = f"{cursor.info['title']} - step {i + 1} / {cursor.total}\n\n"
-        text += "\n\n".join(p.text(cursor, i) for p in panels) + "\n"
-        Path(str(stem) + ".txt").write_text(text, encoding="utf-8")
-        self.notify(f"saved {svg} and {stem.name}.txt")
+        from ..snapshot import save_from_app
+        save_from_app(self)            # SVG, PNG and text under a fresh name; it says where

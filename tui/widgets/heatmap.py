@@ -42,6 +42,7 @@ class Fit:
     ch: int = 1
     zoom: int = 1
     stride: int = 1
+    rstride: int = 1          # every rstride-th row, when the rows outnumber the pixel rows
 
 
 def fit(rows: int, cols: int, width: int, height: int, per: int = 2) -> Fit:
@@ -52,8 +53,9 @@ def fit(rows: int, cols: int, width: int, height: int, per: int = 2) -> Fit:
         # square-looking cells: a terminal cell is about twice as tall as wide
         ch = max(1, min(cw // 2, height // rows))
         return Fit(text=True, cw=cw, ch=ch)
-    if cols > width:
-        return Fit(stride=-(-cols // width))
+    rstride = max(1, -(-rows // (per * height)))
+    if cols > width or rstride > 1:
+        return Fit(stride=max(1, -(-cols // width)), rstride=rstride)
     zoom = max(1, min(width // max(cols, 1), per * height // max(rows, 1)))
     return Fit(zoom=zoom)
 
@@ -147,14 +149,17 @@ class Heatmap(Widget, can_focus=True):
             return 0
         if f.text:
             return rows * f.ch
-        return -(-rows * f.zoom // self._per())
+        return -(-(-(-rows // f.rstride)) * f.zoom // self._per())
 
     def _map_lines(self) -> int:
         return self._lines_for(self.fit)
 
     def get_content_height(self, container, viewport, width) -> int:
         # auto height: as tall as the widest picture that fits this width and the height cap
+        # (never fewer lines than the rows need: a panel of natural height scrolls rather than
+        # dropping rows; only a panel of fixed height samples every other row)
         cap = self.max_lines if self.max_lines is not None else max(8, viewport.height - 10)
+        cap = max(cap, -(-self.data.shape[0] // self._per()) + (self.marker is not None))
         f = self._fit_for(width, cap)
         return max(1, self._lines_for(f)) + (1 if self.marker is not None else 0)
 
@@ -168,7 +173,7 @@ class Heatmap(Widget, can_focus=True):
         if f.text:
             r, c = y // f.ch, x // f.cw
         else:
-            r = y * self._per() // f.zoom
+            r = y * self._per() // f.zoom * f.rstride
             c = x // f.zoom if f.stride == 1 else x * f.stride
         return (r, c) if 0 <= r < rows and 0 <= c < cols else None
 
@@ -202,16 +207,18 @@ class Heatmap(Widget, can_focus=True):
     def _block_line(self, y: int) -> list[tuple[str, Style]]:
         f, per = self.fit, self._per()
         rows, cols = self.idx.shape
-        ra = y * per // f.zoom                                  # matrix row of the upper pixel
+        pixels = -(-rows // f.rstride) * f.zoom                  # pixel rows in the picture
+        ra = y * per // f.zoom * f.rstride                      # matrix row of the upper pixel
         lower = y * per + 1                                     # the lower pixel, if this line has one
-        rb = None if per == 1 or lower >= rows * f.zoom else lower // f.zoom
+        rb = None if per == 1 or lower >= pixels else lower // f.zoom * f.rstride
         cr, cc = self.cursor
         cells = []
         xs = range(0, cols, f.stride) if f.stride > 1 else [c for c in range(cols) for _ in range(f.zoom)]
         for c in xs:
             top = int(self.idx[ra, c])
             bottom = None if rb is None else int(self.idx[rb, c])
-            here = self.has_focus and c <= cc < c + f.stride and cr in (ra, rb)
+            here = self.has_focus and c <= cc < c + f.stride and (ra <= cr < ra + f.rstride or
+                                                                  (rb is not None and rb <= cr < rb + f.rstride))
             if per == 1:
                 cells.append(("X" if here else (" " if top == BLANK else palette.glyph(top, self.scale)),
                               _REVERSE if here else _PLAIN))
