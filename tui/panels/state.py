@@ -44,6 +44,10 @@ def text_form(cur, i: int, p: dict, width: int) -> list[str]:
     return lines
 
 
+def _span(n: int) -> str:
+    return "0" if n == 1 else f"0-{n - 1}"
+
+
 def shown_quantity(cur, i: int, p: dict) -> np.ndarray | None:
     """What a state panel with options p draws at step i (None: nothing)."""
     m = p.get("model", 0)
@@ -113,10 +117,10 @@ class StatePanel(HeatmapPanel):
             bar.append(" shared")
         rows, cols = hm.data.shape
         if rows == 1:                                   # v - read-back: one value per channel
-            bar.append(f"\n→ value channel 0-{cols - 1}")
+            bar.append(f"\n→ value channel {_span(cols)}")
             where = f"v{c}"
         else:
-            bar.append(f"\n↓ key channel 0-{rows - 1} × → value channel 0-{cols - 1}")
+            bar.append(f"\n↓ key channel {_span(rows)} × → value channel {_span(cols)}")
             where = f"k{r} v{c}"
         if val is not None:
             bar.append(f"   {where} = {val:+.4f}   |norm| {np.linalg.norm(hm.data):.3f}")

@@ -259,7 +259,7 @@ class Heatmap(Widget, can_focus=True):
             x = self.marker * f.cw + f.cw // 2
         else:
             x = self.marker * f.zoom if f.stride == 1 else self.marker // f.stride
-        return Strip([Segment(" " * x, self.rich_style), Segment("▲ now", NOW)]).crop_extend(0, w, self.rich_style)
+        return Strip([Segment(" " * x, self.rich_style), Segment("▲ now", self.rich_style + NOW)]).crop_extend(0, w, self.rich_style)
 
     def _build(self) -> None:
         if self.size.width and self.size.height:
