@@ -10,6 +10,7 @@ as a wheel), so no system Cairo is needed.
 from __future__ import annotations
 
 import asyncio
+from functools import lru_cache
 from pathlib import Path
 
 from textual.worker import WorkerCancelled
@@ -132,9 +133,30 @@ def write_slides(path: str, out_dir: Path, cursor, panel: str | None = None, siz
     return written
 
 
+# monospace fonts a system may have, by file name stem, and their family names: resvg draws no
+# text at all in a family it cannot find, so the PNG names one that is installed
+MONO_FONTS = [("DejaVuSansMono", "DejaVu Sans Mono"), ("LiberationMono", "Liberation Mono"),
+              ("NotoSansMono", "Noto Sans Mono"), ("UbuntuMono", "Ubuntu Mono"), ("FiraCode", "Fira Code"),
+              ("FiraMono", "Fira Mono"), ("SourceCodePro", "Source Code Pro"), ("Menlo", "Menlo"),
+              ("consola", "Consolas"), ("cour", "Courier New")]
+FONT_DIRS = ["/usr/share/fonts", "/usr/local/share/fonts", "~/.local/share/fonts", "~/.fonts",
+             "/System/Library/Fonts", "/Library/Fonts", "~/Library/Fonts", "C:/Windows/Fonts"]
+
+
+@lru_cache(maxsize=1)
+def mono_family() -> str | None:
+    """The first monospace family of MONO_FONTS installed here (None: leave it to resvg)."""
+    stems = set()
+    for d in FONT_DIRS:
+        root = Path(d).expanduser()
+        if root.is_dir():
+            stems.update(f.stem.split("-")[0] for f in root.rglob("*") if f.suffix.lower() in (".ttf", ".otf", ".ttc"))
+    return next((family for stem, family in MONO_FONTS if stem in stems), None)
+
+
 def svg_to_png(svg: str, scale: float = 1.0, theme: str = "dark") -> bytes:
     import resvg_py
-    return resvg_py.svg_to_bytes(svg_string=svg, monospace_family="DejaVu Sans Mono",
+    return resvg_py.svg_to_bytes(svg_string=svg, monospace_family=mono_family(),
                                  background=THEMES[theme][1], zoom=scale)
 
 

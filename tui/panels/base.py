@@ -160,8 +160,12 @@ class HeatmapPanel(Panel, can_focus=False):
     so tab stops once per panel."""
     pickable = True
 
-    def focus(self, scroll_visible: bool = True):
-        self.query_one(Heatmap).focus(scroll_visible)
+    def focus(self, scroll_visible: bool = True, _tries: int = 20):
+        maps = self.query(Heatmap)
+        if maps:
+            maps.first().focus(scroll_visible)
+        elif _tries and self.is_attached:      # asked before its children are mounted: once they are
+            self.call_after_refresh(self.focus, scroll_visible, _tries - 1)
         return self
 
     def compose(self):

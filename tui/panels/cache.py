@@ -6,7 +6,7 @@ from rich.text import Text
 
 from lineage.arithmetic import batch_per_card
 
-from ..widgets.text_box import TextBox, rows_of
+from ..widgets.text_box import TextBox
 from .base import Panel
 from .common import fmt_bytes
 
@@ -70,13 +70,16 @@ class CachePanel(Panel):
         t.append(f"\nat {ctx:,} tokens: cache {fmt_bytes(per_tok * ctx)}, as plain MHA {fmt_bytes(b.kv_equiv_per_tok * ctx)}")
         if batch is not None:
             t.append(f"; {batch:,} sequences per 141 GB card (fp32 cache)")
-        legend_rows = rows_of(t, width + 2)
+        # rows as the TextBox wraps them (by words: more than len // width)
+        legend_rows = len(t.wrap(self.app.console, width + 2))
         # a panel with a height of its own (rows sharing the screen, maximised): the plot takes
         # what the legend leaves; otherwise a fixed plot and the panel as tall as its content
         fixed = self.has_class("-maximized") or (self.parent is not None and self.parent.has_class("-fill"))
         if fixed:
-            key_rows = rows_of("  ".join(f" ██ {n}" for n in NAMES), width + 2)       # the key under the plot
-            height = max(6, self.content_region.height - legend_rows - key_rows)
+            key = Text("  ".join(f" ██ {n}" for n in NAMES))                          # the key under the plot
+            key_rows = len(key.wrap(self.app.console, width + 2))
+            # the plot's text is its height plus the newline that ends it before the key
+            height = max(6, self.content_region.height - legend_rows - key_rows - 1)
         else:
             height = 16 if width >= 60 else 11
         plot = self._plot(b, ctx, cross, width, height)

@@ -63,7 +63,12 @@ class DepthPanel(TextPanel):
         if table is None:
             return Text("\n".join(text_form(cursor, i, self.options, self.size.width)))
         title, names, rows = table
-        t = Text(title + "\n" + "  " + " " * 10 + "".join(f"{nm:>6}" for nm in names) + "\n")
+        # the long title (what the columns mean) goes to the border: every row fits the panel
+        self.border_subtitle = "emb embedding · bN block N · part this block so far"
+        m = self.options.get("model", 0)
+        bs = cursor.info["models"][m]["config"]["attnres"]["block_size"]
+        short = f"{model_name(cursor.info, m)} attention residuals, block size {bs}"
+        t = Text(short + "\n" + "  " + " " * 10 + "".join(f"{nm:>6}" for nm in names) + "\n")
         for label, blocks, partial in rows:
             # the text panel's cells, each coloured by its weight
             t.append(f"  {label:<10}")
