@@ -300,3 +300,37 @@ def test_panel_slide_scale_and_theme(tmp_path):
     (w, h), (w2, h2) = size(a), size(b)
     assert (w2, h2) == (2 * w, 2 * h) and w > h                  # landscape, doubled
     assert a.read_bytes() != c.read_bytes()
+
+
+def test_caption_keys_jump_between_captions():
+    async def go():
+        app = LineageApp(str(SC / "fig5_gating.yaml"))
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, app, 0)
+            await pilot.press("right_curly_bracket")
+            await settle(pilot, app, 4)
+            await pilot.press("right_curly_bracket")
+            await settle(pilot, app, 9)
+            await pilot.press("left_curly_bracket")
+            await settle(pilot, app, 4)
+    run(go())
+
+
+def test_hiding_panels_gives_the_heatmap_their_room():
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            hm = panel(app, "state").query_one(Heatmap)
+            before = hm.size
+            for kind in ("tokens", "decay", "routing", "depth", "cache"):
+                app._toggle(panel(app, kind))
+            await pilot.pause(0.3)
+            assert hm.size.width > before.width and hm.size.height > before.height and hm.fit.zoom >= 2
+    run(go())
+
+
+def test_open_dialog_takes_bundled_names():
+    from tui.app import bundled
+    assert bundled("recall") == str(SC / "recall.yaml")
+    assert bundled("no-such-thing") == "no-such-thing"

@@ -107,11 +107,13 @@ class MainScreen(Screen):
         notice.update(f"lineage needs at least {MIN_W} x {MIN_H}; this terminal is {w} x {h}. Enlarge it or press q.")
         grid = self.query_one("#panels", Grid)
         grid.display = not small
-        cols = 3 if w >= 150 else 2 if w >= 100 else 1
+        shown = sum(1 for p in grid.children if p.display)
+        # no more columns than panels shown: hidden panels leave their room to the others
+        cols = max(1, min(3 if w >= 150 else 2 if w >= 100 else 1, shown))
         grid.styles.grid_size_columns = cols
         # when every row of panels gets FILL_ROW lines, the rows share the screen and heatmaps
         # grow into them; otherwise panels take their natural height and the grid scrolls
-        rows = -(-sum(1 for p in grid.children if p.display) // cols)
+        rows = -(-shown // cols)
         room = h - 4 - (self.query_one("#captionbar").outer_size.height or 5)
         grid.set_class(rows > 0 and room >= rows * FILL_ROW, "-fill")
         # narrow: a compact footer without the palette key, so `? help` and `q quit` stay on it
