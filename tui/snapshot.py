@@ -125,7 +125,10 @@ def write_slides(path: str, out_dir: Path, cursor, panel: str | None = None, siz
         stem = out_dir / f"{n:0{width}d}-step{i + 1:04d}"
         png, txt = stem.with_suffix(".png"), stem.with_suffix(".txt")
         png.write_bytes(svg_to_png(svg, scale, theme))
-        txt.write_text(render(cursor, i, panel), encoding="utf-8")
+        text = render(cursor, i, panel)
+        if panel not in (None, "captions"):          # a panel's slide shows the caption: so does its text
+            text += "\n" + render(cursor, i, "captions").split("\n", 2)[2]
+        txt.write_text(text, encoding="utf-8")
         written.extend([png, txt])
 
     size = size or (PANEL_SIZE if panel else SCREEN_SIZE)

@@ -74,8 +74,10 @@ def text_form(cur, i: int, p: dict, width: int) -> list[str]:
         return lines + ["  (no memory here keeps a fact table)"]
     key_w, widths = _columns(names, rows, width - 2)
     for group in _groups(key_w, widths, width - 2):
-        lines.append("  " + " " * key_w + "".join(" | " + _name(names[j], widths[j]).ljust(widths[j]) for j in group))
-        lines.append("  " + _key_head(rows).ljust(key_w) + "".join(" | " + "reads, error".ljust(widths[j]) for j in group))
+        lines.append(("  " + " " * key_w + "".join(" | " + _name(names[j], widths[j]).ljust(widths[j])
+                                                   for j in group)).rstrip())
+        lines.append(("  " + _key_head(rows).ljust(key_w) + "".join(" | " + "reads, error".ljust(widths[j])
+                                                              for j in group)).rstrip())
         for k, want, cells in rows:
             parts = [" | " + (_cell(cells[j]) if cells[j] else "-").ljust(widths[j]) for j in group]
             lines.append("  " + _key(k, want).ljust(key_w) + "".join(parts).rstrip())
