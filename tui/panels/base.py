@@ -54,6 +54,11 @@ class Panel(Vertical, can_focus=True):
     def title(self) -> str:
         return self.options.get("title") or self.kind
 
+    def set_subtitle(self, text: str) -> None:
+        """As set_title, for the border's subtitle: a str never equals the Content stored."""
+        if str(self.border_subtitle) != text:
+            self.border_subtitle = Content(text)
+
     def set_title(self, text: str) -> None:
         """Changing a border title repaints the whole panel region; skip it when nothing changed."""
         if str(self.border_title) != text:

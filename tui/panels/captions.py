@@ -25,5 +25,6 @@ class CaptionsPanel(TextPanel):
 
     def rich(self, cursor, i: int) -> Text:
         text = cursor.frame(i).caption()
-        self.set_class(not text, "-quiet")
+        if self.has_class("-quiet") != (not text):     # a class change restyles: only when it changes
+            self.set_class(not text, "-quiet")
         return Text(text or "(no note at this step)", Style())

@@ -67,7 +67,7 @@ class DecayPanel(SweepPanel):
         legend = colour_bar("sequential", 1.0, no_color=self.app.no_color)
         legend.append(f"   holding (>0.9): {int((now > 0.9).sum())}/{now.size}   clearing (<0.1): "
                       f"{int((now < 0.1).sum())}   mean {now.mean():.3f}")
-        self.border_subtitle = f"↓ {per if per == 'head' else 'key channel'} × → step, sweeping"
+        self.set_subtitle(f"↓ {per if per == 'head' else 'key channel'} × → step, sweeping")
         self.put(self.query_one("#legend", TextBox), legend, pace=0.1)
 
     def pick_head(self, delta: int) -> bool:

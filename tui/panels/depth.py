@@ -66,7 +66,7 @@ class DepthPanel(TextPanel):
         # (headless exports report "standard" but are drawn in full colour)
         few_colours = not self.app.is_headless and self.app.console.color_system in ("standard", "windows")
         # the long title (what the columns mean) goes to the border: every row fits the panel
-        self.border_subtitle = "emb embedding · bN block N · part this block so far"
+        self.set_subtitle("emb embedding · bN block N · part this block so far")
         m = self.options.get("model", 0)
         bs = cursor.info["models"][m]["config"]["attnres"]["block_size"]
         short = f"{model_name(cursor.info, m)} attention residuals, block size {bs}"

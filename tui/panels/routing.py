@@ -79,5 +79,5 @@ class RoutingPanel(SweepPanel):
         t.append(f"\nnow: {now}")
         if share is not None:
             t.append(f"   shared share {share:.2f}")
-        self.border_subtitle = "↓ expert × → step, sweeping"
+        self.set_subtitle("↓ expert × → step, sweeping")
         self.put(self.query_one("#legend", TextBox), t, pace=0.1)

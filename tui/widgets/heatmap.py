@@ -89,6 +89,7 @@ class Heatmap(Widget, can_focus=True):
         self._strips: list[Strip] = []
         self.fit = Fit()
         self.marker: int | None = None   # a column to mark with a caret on a line under the map
+        self._shown = None               # the colour steps on screen, to send only what changed
         # a height cap for auto height (the panel's share of the screen); None: the viewport's
         self.max_lines: int | None = None
 
@@ -123,10 +124,27 @@ class Heatmap(Widget, can_focus=True):
             self.idx[:, list(blank)] = BLANK
         r, c = self.cursor
         self.cursor = (min(r, max(data.shape[0] - 1, 0)), min(c, max(data.shape[1] - 1, 0)))
-        if shape_changed:
-            self.refresh(layout=True)        # the new shape may want another height; resize rebuilds
-        self._build()
-        self.refresh()
+        old, self._shown = self._shown, self.idx.copy()
+        if shape_changed or old is None or self.fit.text or not self._strips:
+            if shape_changed:
+                self.refresh(layout=True)    # the new shape may want another height; resize rebuilds
+            self._build()
+            self.refresh()
+            return
+        # redraw only what changed: per terminal line, the span of cells whose colour step moved
+        # (a sweeping map changes one column a step, so little is sent over SSH)
+        changed = old != self.idx                                          # (rows, cols)
+        f = self.fit
+        for y in range(self._map_lines()):
+            ra, rb = self._rows_of_line(y)
+            row = changed[ra] | changed[rb] if rb is not None else changed[ra]
+            cols = np.flatnonzero(row)
+            if not cols.size:
+                continue
+            self._strips[y] = self._line(y)
+            x0, x1 = (cols[0] // f.stride, cols[-1] // f.stride + 1) if f.stride > 1 else \
+                (cols[0] * f.zoom, (cols[-1] + 1) * f.zoom)
+            self.refresh(Region(int(x0), y, int(x1 - x0), 1))
 
     @property
     def value_under_cursor(self) -> float | None:
@@ -181,7 +199,7 @@ class Heatmap(Widget, can_focus=True):
     def _colour(self, i: int):
         return palette.colour(i, self.scale)
 
-    def _text_line(self, y: int) -> list[tuple[str, Style]]:
+    def _text_line(self, y: int, base: Style) -> list[tuple[str, Style]]:
         f = self.fit
         r = y // f.ch
         middle = y % f.ch == (f.ch - 1) // 2
@@ -190,7 +208,7 @@ class Heatmap(Widget, can_focus=True):
         for c in range(self.data.shape[1]):
             i = int(self.idx[r, c])
             if i == BLANK:
-                cells.append((" " * f.cw, self.rich_style))
+                cells.append((" " * f.cw, base))
                 continue
             here = self.has_focus and (r, c) == (cr, cc)
             value = f"{self.data[r, c]:+.2f}"
@@ -204,13 +222,18 @@ class Heatmap(Widget, can_focus=True):
             cells.append((text, Style(color=ink, bgcolor=bg, bold=here)))
         return cells
 
-    def _block_line(self, y: int) -> list[tuple[str, Style]]:
+    def _rows_of_line(self, y: int) -> tuple[int, int | None]:
+        """The matrix rows of line y's upper and lower pixel (None: no lower pixel)."""
+        f, per = self.fit, self._per()
+        pixels = -(-self.idx.shape[0] // f.rstride) * f.zoom     # pixel rows in the picture
+        ra = y * per // f.zoom * f.rstride
+        lower = y * per + 1
+        return ra, (None if per == 1 or lower >= pixels else lower // f.zoom * f.rstride)
+
+    def _block_line(self, y: int, base: Style) -> list[tuple[str, Style]]:
         f, per = self.fit, self._per()
         rows, cols = self.idx.shape
-        pixels = -(-rows // f.rstride) * f.zoom                  # pixel rows in the picture
-        ra = y * per // f.zoom * f.rstride                      # matrix row of the upper pixel
-        lower = y * per + 1                                     # the lower pixel, if this line has one
-        rb = None if per == 1 or lower >= pixels else lower // f.zoom * f.rstride
+        ra, rb = self._rows_of_line(y)
         cr, cc = self.cursor
         cells = []
         xs = range(0, cols, f.stride) if f.stride > 1 else [c for c in range(cols) for _ in range(f.zoom)]
@@ -227,28 +250,29 @@ class Heatmap(Widget, can_focus=True):
                 cells.append(("▲" if cr == ra else "▼",
                               CURSOR + Style(bgcolor=self._colour(other if other not in (None, BLANK) else 6))))
             elif top == BLANK and bottom in (None, BLANK):
-                cells.append((" ", self.rich_style))
+                cells.append((" ", base))
             elif top == BLANK:
-                cells.append(("▄", Style(color=self._colour(bottom))))
+                cells.append(("▄", palette.half_block(bottom, None, self.scale)))
             elif bottom == BLANK:
-                cells.append(("▀", Style(color=self._colour(top))))
+                cells.append(("▀", palette.half_block(top, None, self.scale)))
             else:
                 cells.append(("▀", palette.half_block(top, bottom, self.scale)))
         return cells
 
     def _line(self, y: int) -> Strip:
-        cells = self._text_line(y) if self.fit.text else self._block_line(y)
+        base = self.rich_style           # computed once a line: it walks the widget's ancestors
+        cells = self._text_line(y, base) if self.fit.text else self._block_line(y, base)
         # runs of one style become one segment: one escape sequence instead of one per cell,
         # which is most of what a heatmap line costs over SSH
         segs: list[Segment] = []
         for text, style in cells:
-            if segs and segs[-1].style == style:
+            if segs and segs[-1].style is style:          # cached styles: identity is equality
                 segs[-1] = Segment(segs[-1].text + text, style)
             else:
                 segs.append(Segment(text, style))
         n = sum(len(t) for t, _ in cells)
         # extended to the widget's width once here, so render_line hands out the cached strip
-        return Strip(segs, n).crop_extend(0, max(self.size.width, n), self.rich_style)
+        return Strip(segs, n).crop_extend(0, max(self.size.width, n), base)
 
     def _marker_line(self) -> Strip:
         w = max(self.size.width, 1)
