@@ -45,6 +45,8 @@ class CachePanel(Panel):
     text_form = staticmethod(text_form)
     MIN_INTERVAL = 0.5          # a plot costs ~13 ms: during playback redraw at most twice a second
 
+    _sized: int | None = None          # the height this panel set on itself (None: the CSS's)
+
     def compose(self):
         yield TextBox(id="plot")
         yield TextBox(id="legend")
@@ -86,13 +88,13 @@ class CachePanel(Panel):
         self.put(self.query_one("#plot", TextBox), plot)
         self.put(self.query_one("#legend", TextBox), t)
         if fixed:
-            if self.styles.height is not None:          # an inline height would beat the CSS's
-                self.styles.height = None
+            if self._sized is not None:                  # an inline height would beat the CSS's
+                self.styles.height, self._sized = None, None
             return
         # grid rows keep the height they first measured; say how tall the content now is
         height = len(plot.plain.split("\n")) + legend_rows + 2
-        if self.styles.height is None or self.styles.height.value != height:
-            self.styles.height = height
+        if self._sized != height:                        # a height set is a relayout: only on a change
+            self.styles.height = self._sized = height
 
     def _plot(self, b, ctx: int, cross, width: int, height: int):
         """Log-log lines, drawn on log10 values with linear axes (plotext's own log scale
