@@ -11,6 +11,7 @@ KEYS = """\
   space     play / pause              n  right  next token
   p  left   previous token            home end  first / last step
   +  -      faster / slower           g         go to a step
+  {  }      previous / next caption (its step)
   speeds: 1, 2, 5, 10, 20 steps/s, max; click the timeline to jump
 [b]Panels[/b]
   tab       focus the next panel      m         maximise / restore
