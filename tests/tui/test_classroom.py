@@ -338,3 +338,17 @@ def test_open_dialog_takes_bundled_names():
     from tui.app import bundled
     assert bundled("recall") == str(SC / "recall.yaml")
     assert bundled("no-such-thing") == "no-such-thing"
+
+
+def test_toy_memory_readouts_are_one_line_each():
+    async def go():
+        app = LineageApp(str(SC / "recall.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            app.request(23)
+            await settle(pilot, app, 23)
+            body = panel(app, "tokens").query_one("#body").render().plain.splitlines()
+            cells = [ln for ln in body if "strongest" in ln]
+            assert len(cells) == 2 and all(ln.count("█") == 16 for ln in cells)
+            assert "strongest v9 1.22" in cells[0]            # the additive memory's blurred answer
+    run(go())
