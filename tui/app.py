@@ -97,8 +97,15 @@ class LineageApp(App):
 
     # -- the command palette ------------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        # Textual's own screenshot entry is left out: "Export snapshot" below does it (SVG, PNG, text)
-        yield from (c for c in super().get_system_commands(screen) if c.title != "Screenshot")
+        # Textual's own screenshot entry is left out: "Export snapshot" below does it (SVG, PNG, text);
+        # its Maximize would enlarge the focused map alone: the panel's m (legend and all) instead
+        for c in super().get_system_commands(screen):
+            if c.title == "Maximize":
+                yield SystemCommand("Maximise", "Maximise the focused panel (m)", self.main.action_maximise)
+            elif c.title == "Minimize":
+                yield SystemCommand("Restore", "Restore the maximised panel (m)", self.main.action_maximise)
+            elif c.title != "Screenshot":
+                yield c
         yield SystemCommand("Open a scenario or trace", "Type a path to a .yaml scenario or a trace file, or a bundled name",
                             self._ask_open)
         for path in sorted(SCENARIO_DIR.glob("*.yaml")):

@@ -352,3 +352,18 @@ def test_toy_memory_readouts_are_one_line_each():
             assert len(cells) == 2 and all(ln.count("█") == 16 for ln in cells)
             assert "strongest v9 1.22" in cells[0]            # the additive memory's blurred answer
     run(go())
+
+
+def test_palette_entries_are_the_apps():
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            titles = [c.title for c in app.get_system_commands(app.screen)]
+            assert "Screenshot" not in titles and "Maximize" not in titles and "Maximise" in titles
+            assert "Open A tour of K3's memory, in miniature" in titles         # titles, not file stems
+            entry = next(c for c in app.get_system_commands(app.screen) if c.title == "Maximise")
+            entry.callback()
+            await pilot.pause(0.2)
+            assert app.screen.maximized is panel(app, "state")                # the panel, not its map
+    run(go())
