@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Iterable
 
 from textual.app import App, SystemCommand
+from textual.binding import Binding
 from textual.screen import Screen
 
 from scenarios import DIR as SCENARIO_DIR
@@ -22,9 +23,29 @@ from .screens.main import MainScreen
 DEFAULT_SCENARIO = SCENARIO_DIR / "tour.yaml"
 
 
+def scenario_title(path: Path) -> str:
+    """A bundled scenario's title (its file name if the file cannot say)."""
+    import yaml
+    try:
+        return str(yaml.safe_load(path.read_text(encoding="utf-8")).get("title") or path.stem)
+    except Exception:  # noqa: BLE001  a palette entry is no place for a scenario's problems
+        return path.stem
+
+
+def bundled(name: str) -> str:
+    """A path, or the name of a bundled scenario ('recall' -> scenarios/recall.yaml), as `lineage run` takes it."""
+    p = Path(name)
+    if not p.exists() and not p.suffix and (SCENARIO_DIR / f"{name}.yaml").exists():
+        return str(SCENARIO_DIR / f"{name}.yaml")
+    return name
+
+
 class LineageApp(App):
     CSS_PATH = str(Path(__file__).with_name("app.tcss"))
     TITLE = "lineage"
+    # the teacher's keys: the next / previous caption, as vim's paragraph motions
+    BINDINGS = [Binding("right_curly_bracket", "caption(1)", "next caption", show=False),
+                Binding("left_curly_bracket", "caption(-1)", "previous caption", show=False)]
 
     def __init__(self, path: str | None = None, salvage: bool = False, cursor=None):
         """`cursor`: the Session or Replay of `path`, already open (headless snapshots)."""
@@ -62,6 +83,19 @@ class LineageApp(App):
     def request(self, i: int):
         return self.main.request(i)
 
+    def action_caption(self, delta: int) -> None:
+        """Go to the step where the next (or previous) caption starts."""
+        cursor = self.player.cursor
+        if cursor is None or self.main is None:
+            return
+        from .snapshot import caption_steps
+        starts = caption_steps(cursor.info, cursor.total)
+        i = self.player.index
+        after = [s for s in starts if s > i] if delta > 0 else [s for s in starts if s < i][::-1]
+        if after:
+            self.main.stop()
+            self.main.request(after[0])
+
     # -- the command palette ------------------------------------------------------------
     def action_command_palette(self) -> None:
         # Textual's palette with two of its crashes guarded (tui/command_palette.py)
@@ -69,22 +103,35 @@ class LineageApp(App):
             self.push_screen(Palette(id="--command-palette"))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        yield SystemCommand("Open a scenario or trace", "Type a path to a .yaml scenario or a trace file",
+        # Textual's own screenshot entry is left out: "Export snapshot" below does it (SVG, PNG, text);
+        # its Maximize would enlarge the focused map alone: the panel's m (legend and all) instead
+        for c in super().get_system_commands(screen):
+            if c.title == "Maximize":
+                yield SystemCommand("Maximise", "Maximise the focused panel (m)", self.main.action_maximise)
+            elif c.title == "Minimize":
+                yield SystemCommand("Restore", "Restore the maximised panel (m)", self.main.action_maximise)
+            elif c.title != "Screenshot":
+                yield c
+        yield SystemCommand("Open a scenario or trace", "Type a path to a .yaml scenario or a trace file, or a bundled name",
                             self._ask_open)
         for path in sorted(SCENARIO_DIR.glob("*.yaml")):
-            yield SystemCommand(f"Open {path.stem}", f"Bundled scenario {path.name}",
+            yield SystemCommand(f"Open {scenario_title(path)}", f"Bundled scenario {path.name}",
                                 lambda p=path: self.open(str(p)), discover=False)
-        yield SystemCommand("Export snapshot", "Save the screen as SVG and the panels as text",
+        yield SystemCommand("Export snapshot", "Save the screen as SVG, PNG and text (a fresh numbered name)",
                             self.main.action_snapshot)
         yield SystemCommand("Go to step", "Jump to a step number", self.main.action_goto)
         for panel in self.query(Panel):
             yield SystemCommand(f"Toggle panel: {panel.border_title or panel.kind}", "Show or hide this panel",
-                                lambda p=panel: setattr(p, "display", not p.display), discover=False)
+                                lambda p=panel: self._toggle(p), discover=False)
+
+    def _toggle(self, panel: Panel) -> None:
+        """Show or hide a panel; the others (and their pictures) take the room it leaves."""
+        panel.display = not panel.display
+        self.main._fit_layout()
 
     def _ask_open(self) -> None:
-        self.push_screen(AskScreen("Open a scenario (.yaml) or trace", "scenarios/recall.yaml"),
-                         lambda v: v and self.open(v))
+        self.push_screen(AskScreen("Open a scenario (.yaml) or trace, or a bundled name", "recall"),
+                         lambda v: v and self.open(bundled(v)))
 
 
 def run(path: str | None = None, salvage: bool = False) -> int:

@@ -266,7 +266,9 @@ def _progress(source: str):
 
 def _snapshot(args) -> int:
     from lineage.playback.session import Session
-    from tui.panels import PANELS
+    problem = _export_problem(args)
+    if problem is not None:
+        return _err(problem)
     cur = _cached(args)
     if cur is None:
         cur, code = _open(args.source, salvage=args.salvage)
@@ -276,8 +278,6 @@ def _snapshot(args) -> int:
     try:
         if not 1 <= args.step <= cur.total:
             return _err(f"{args.source}: step {args.step} is out of range (1-{cur.total})")
-        if args.panel is not None and args.panel not in PANELS:
-            return _err(f"--panel {args.panel!r}: unknown panel (one of {', '.join(PANELS)})")
         out = Path(args.output)
         if str(out) != "-" and out.suffix not in (".txt", ".svg", ".png"):
             return _err(f"{out}: the snapshot format comes from the suffix: .txt, .svg or .png")
@@ -306,20 +306,71 @@ def _snapshot_of(cur, args, out: Path) -> int:
     if out.suffix in (".svg", ".png"):
         from tui.snapshot import render_svg, svg_to_png
         try:
-            svg = render_svg(_resolve(args.source), args.step - 1, args.panel, tuple(args.size), args.salvage,
-                             cursor=cur)
+            svg = render_svg(_resolve(args.source), args.step - 1, args.panel,
+                             tuple(args.size) if args.size else None, args.salvage, cursor=cur, theme=args.theme)
         except RuntimeError as e:            # the headless app could not open or show it: one line
             return _err(str(e).splitlines()[0])
         if out.suffix == ".svg":
             out.write_text(svg, encoding="utf-8")
         else:
-            out.write_bytes(svg_to_png(svg))
+            out.write_bytes(svg_to_png(svg, args.scale, args.theme))
         return 0
     text = render(cur, args.step - 1, args.panel)
     if str(out) == "-":
         sys.stdout.write(text)
     else:
         out.write_text(text, encoding="utf-8")
+    return 0
+
+
+def _export_options(parser) -> None:
+    """What `snapshot` and `slides` share for pictures: scale and theme."""
+    parser.add_argument("--scale", type=float, default=1.0, help="PNG zoom, e.g. 2 for a projector (default 1)")
+    parser.add_argument("--theme", choices=("dark", "light"), default="dark", help="colours of the picture (default dark)")
+
+
+def _export_problem(args) -> str | None:
+    if not 0.25 <= args.scale <= 8:
+        return f"--scale {args.scale:g}: give a zoom from 0.25 to 8"
+    if args.size is not None and not (40 <= args.size[0] <= 400 and 12 <= args.size[1] <= 200):
+        return f"--size {args.size[0]} {args.size[1]}: give 40-400 columns and 12-200 rows"
+    from tui.panels import PANELS
+    if args.panel is not None and args.panel not in PANELS:
+        return f"--panel {args.panel!r}: unknown panel (one of {', '.join(PANELS)})"
+    return None
+
+
+def _slides(args) -> int:
+    """lineage slides SCENARIO -o DIR/: one PNG and .txt per caption step."""
+    problem = _export_problem(args)
+    if problem is not None:
+        return _err(problem)
+    out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        return _err(f"{out}: is a file; slides go to a directory")
+    cur, code = _open(args.source, salvage=args.salvage)
+    if cur is None:
+        return code
+    from tui.snapshot import caption_steps, write_slides
+    taken = [p for p in (out.glob("[0-9]*-step*.png") if out.is_dir() else [])]
+    if taken:
+        cur.close()
+        return _err(f"{out}: holds slides already ({taken[0].name}, ...); choose an empty directory")
+    try:                          # every step a slide shows, before the headless app starts
+        for i in caption_steps(cur.info, cur.total):
+            cur.frame(i)
+    except Exception as e:  # noqa: BLE001  a failing model or a corrupt frame: one line
+        cur.close()
+        return _err(f"{args.source}: {_first_line(e)}")
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        written = write_slides(_resolve(args.source), out, cur, args.panel, tuple(args.size) if args.size else None,
+                               args.scale, args.theme, args.salvage)
+    except RuntimeError as e:
+        return _err(str(e).splitlines()[0])
+    finally:
+        cur.close()
+    print(f"{out}: {len(written) // 2} slides ({written[0].name} ... {written[-2].name}) and their .txt")
     return 0
 
 
@@ -440,18 +491,27 @@ def main(argv: list[str] | None = None) -> int:
     ps.add_argument("--panel", default=None, help="only this panel kind")
     ps.add_argument("-o", "--output", required=True, help="OUT.txt (or - for stdout)")
     ps.add_argument("--salvage", action="store_true", help="read the complete frames of a truncated trace")
-    ps.add_argument("--size", type=int, nargs=2, default=[160, 50], metavar=("W", "H"),
-                    help="terminal size for .svg and .png snapshots (default 160 50)")
+    ps.add_argument("--size", type=int, nargs=2, default=None, metavar=("W", "H"),
+                    help="terminal size for .svg and .png snapshots (default 160 50; 100 30 with --panel)")
+    _export_options(ps)
     _checkpoint_options(ps)
     ps.add_argument("--no-cache", action="store_true",
                     help="make the steps again instead of reading (and keeping) them in the trace cache")
+    psl = sub.add_parser("slides", help="one PNG (and .txt) per caption step of a scenario or trace, numbered, for a deck")
+    psl.add_argument("source")
+    psl.add_argument("-o", "--output", required=True, help="a directory (made if missing)")
+    psl.add_argument("--panel", default=None, help="slides of this panel kind only (title, step, token, caption)")
+    psl.add_argument("--size", type=int, nargs=2, default=None, metavar=("W", "H"),
+                     help="terminal size (default 160 50; 100 30 with --panel)")
+    psl.add_argument("--salvage", action="store_true", help="read the complete frames of a truncated trace")
+    _export_options(psl)
     args = p.parse_args(argv)
     where = {"run": "file", "record": "scenario", "snapshot": "source"}.get(args.cmd)
     if where is not None:            # a checkpoint directory: run, record or snapshot the scenario made for it
         code = _checkpoint_scenario(args, where)
         if code is not None:
             return code
-    handlers = {"list": _list, "validate": _validate, "record": _record, "snapshot": _snapshot}
+    handlers = {"list": _list, "validate": _validate, "record": _record, "snapshot": _snapshot, "slides": _slides}
     if args.cmd in handlers:
         from lineage.playback.trace import TraceError
         try:

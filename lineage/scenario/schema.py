@@ -161,6 +161,8 @@ class Panel(Strict):
     head: int = Field(0, ge=0)
     quantity: Literal["S", "dS", "error"] = "S"  # state panel: the state, the last write, or v - read-back
     scale: Literal["auto", "diverging", "sequential"] = "auto"
+    # state panels: "shared" colours every shared state panel on one scale (models compared side by side)
+    colour_range: Literal["own", "shared"] = "own"
     context: int | None = Field(None, ge=1, le=1 << 24)   # cache panel: the context to project to
     title: str | None = None
 

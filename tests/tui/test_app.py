@@ -156,9 +156,9 @@ def test_pickers_and_snapshot_key(tmp_path):
             await pilot.press("right_square_bracket")
             assert state.options["layer"] == 1
             layers = state.drawable_layers(app.cursor.info)
-            await pilot.press("right_curly_bracket")               # eight layers on, and back
+            await pilot.press("right_parenthesis")               # eight layers on, and back
             assert state.options["layer"] == layers[(1 + 8) % len(layers)]
-            await pilot.press("left_curly_bracket")
+            await pilot.press("left_parenthesis")
             assert state.options["layer"] == 1
             await pilot.press("full_stop", "full_stop")
             assert state.options["head"] == 2 and "head 2/4" in state.border_title
@@ -196,8 +196,12 @@ def test_no_color_heatmaps_use_glyphs(monkeypatch):
             await settle(pilot, app, 2)
             state = next(p for p in app.query(Panel) if p.kind == "state")
             hm = state.query_one(Heatmap)
-            rows = [hm.render_line(y).text for y in range(8)]
-            assert len(rows[0].strip()) == 4 and any(c in "".join(rows) for c in "@#*+&%=-")
+            rows = [hm.render_line(y).text for y in range(hm.size.height)]
+            # a small state (8 x 4) prints its values; a larger map draws glyphs
+            assert hm.fit.text and sum("".join(rows).count(s) for s in ("+0.", "-0.")) == hm.data.size
+            decay = next(p for p in app.query(Panel) if p.kind == "decay").query_one(Heatmap)
+            rows = [decay.render_line(y).text for y in range(4)]
+            assert not decay.fit.text and any(c in "".join(rows) for c in ".:-=+*#%@")
             assert "none (NO_COLOR)" in str(app.query_one("#status").render())
     run(go())
 

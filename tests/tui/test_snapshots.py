@@ -66,3 +66,21 @@ def test_whole_screen_80x24(snap_compare, monkeypatch):
         await wait_for(pilot, lambda: app.index == 3, "step 3")
         await pilot.pause(0.3)
     assert snap_compare(LineageApp(str(SC / "tour.yaml")), terminal_size=(80, 24), run_before=before)
+
+
+SLIDES = [("fig5_gating", 12, "recall"), ("lineage_compare", 59, "state"), ("fig3_two_facts", 1, "state")]
+
+
+@pytest.mark.parametrize("scenario, step, kind", SLIDES, ids=[f"{c[0]}-{c[2]}" for c in SLIDES])
+def test_slide_snapshot(snap_compare, scenario, step, kind):
+    """A panel's slide as `lineage snapshot --panel` and `lineage slides --panel` export it."""
+    from tui.snapshot import _show, _slide_mode
+
+    async def before(pilot):
+        app = pilot.app
+        await wait_for(pilot, lambda: app.cursor is not None and app.frames_shown, "the first frame")
+        _slide_mode(app, kind)
+        await _show(app, pilot, step, kind, scenario)
+        await pilot.pause(0.3)
+    app = LineageApp(str(SC / f"{scenario}.yaml"))
+    assert snap_compare(app, terminal_size=(100, 30), run_before=before)

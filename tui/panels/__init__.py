@@ -31,6 +31,15 @@ def default_panels(info: dict) -> list[dict]:
     return info.get("panels") or [{"kind": "figure" if info.get("figure") else "tokens"}]
 
 
+def docked(made: list[Panel], info: dict) -> tuple[list[Panel], list[Panel]]:
+    """(the grid's panels, the caption bar's): captions sit in a bar under the grid, never
+    scrolled away; a scenario with captions and no captions panel gets one."""
+    bar = [p for p in made if p.kind == "captions"][:1]
+    if not bar and info.get("captions"):
+        bar = [CaptionsPanel({"kind": "captions"})]
+    return [p for p in made if p.kind != "captions"], bar
+
+
 def render(cur, i: int, panel: str | None = None, width: int = 100) -> str:
     """All the scenario's panels at step i (or only those of kind `panel`) as text."""
     panels = default_panels(cur.info)

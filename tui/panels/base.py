@@ -36,6 +36,7 @@ class Panel(Vertical, can_focus=True):
     """
     kind = "panel"
     text_form = None
+    ALLOW_MAXIMIZE = True      # heatmap panels pass the focus to their map; they still maximise
     # During playback a panel that is costly to draw redraws at most this often (seconds);
     # stepping by hand always draws at once. 0: every frame.
     MIN_INTERVAL = 0.0
@@ -52,6 +53,11 @@ class Panel(Vertical, can_focus=True):
 
     def title(self) -> str:
         return self.options.get("title") or self.kind
+
+    def set_subtitle(self, text: str) -> None:
+        """As set_title, for the border's subtitle: a str never equals the Content stored."""
+        if str(self.border_subtitle) != text:
+            self.border_subtitle = Content(text)
 
     def set_title(self, text: str) -> None:
         """Changing a border title repaints the whole panel region; skip it when nothing changed."""
@@ -154,10 +160,19 @@ class Panel(Vertical, can_focus=True):
         return False
 
 
-class HeatmapPanel(Panel):
+class HeatmapPanel(Panel, can_focus=False):
     """A panel drawn as a Heatmap with a legend line under it: one layer (and head) at a time,
-    which the layer / head pickers change."""
+    which the layer / head pickers change. The map takes the focus, not the panel around it,
+    so tab stops once per panel."""
     pickable = True
+
+    def focus(self, scroll_visible: bool = True, _tries: int = 20):
+        maps = self.query(Heatmap)
+        if maps:
+            maps.first().focus(scroll_visible)
+        elif _tries and self.is_attached:      # asked before its children are mounted: once they are
+            self.call_after_refresh(self.focus, scroll_visible, _tries - 1)
+        return self
 
     def compose(self):
         yield Heatmap()

@@ -6,7 +6,7 @@ from rich.text import Text
 
 from lineage.arithmetic import batch_per_card
 
-from ..widgets.text_box import TextBox, rows_of
+from ..widgets.text_box import TextBox
 from .base import Panel
 from .common import fmt_bytes
 
@@ -37,12 +37,15 @@ def text_form(cur, i: int, p: dict, width: int) -> list[str]:
 
 SERIES = [("orange", "c"), ("blue", "m"), ("green", "s")]       # plotext colour, no-colour marker
 LEGEND_COLOURS = ["#ff8700", "#af87ff", "#87d700"]   # as the pro theme draws them
+NAMES = ["latent/KV cache", "as plain MHA KV", "recurrent state (constant)"]
 
 
 class CachePanel(Panel):
     kind = "cache"
     text_form = staticmethod(text_form)
     MIN_INTERVAL = 0.5          # a plot costs ~13 ms: during playback redraw at most twice a second
+
+    _sized: int | None = None          # the height this panel set on itself (None: the CSS's)
 
     def compose(self):
         yield TextBox(id="plot")
@@ -59,9 +62,6 @@ class CachePanel(Panel):
         per_tok = b.per_tok
         cross = b.state / per_tok if per_tok else None
         width = max(30, (self.content_region.width or 80) - 2)
-        height = 16 if width >= 60 else 11
-        plot = self._plot(b, ctx, cross, width, height)
-        self.put(self.query_one("#plot", TextBox), plot)
         weights = int(info["models"][m].get("params", 0) * 2)
         batch = batch_per_card(ctx, int(per_tok), weights, state_bytes=b.state) if per_tok else None
         t = Text()
@@ -72,11 +72,29 @@ class CachePanel(Panel):
         t.append(f"\nat {ctx:,} tokens: cache {fmt_bytes(per_tok * ctx)}, as plain MHA {fmt_bytes(b.kv_equiv_per_tok * ctx)}")
         if batch is not None:
             t.append(f"; {batch:,} sequences per 141 GB card")
+        # rows as the TextBox wraps them (by words: more than len // width)
+        legend_rows = len(t.wrap(self.app.console, width + 2))
+        # a panel with a height of its own (rows sharing the screen, maximised): the plot takes
+        # what the legend leaves; otherwise a fixed plot and the panel as tall as its content
+        fixed = self.has_class("-maximized") or (self.parent is not None and self.parent.has_class("-fill"))
+        if fixed:
+            key = Text("  ".join(f" ██ {n}" for n in NAMES))                          # the key under the plot
+            key_rows = len(key.wrap(self.app.console, width + 2))
+            # the plot's text is its height plus the newline that ends it before the key
+            height = max(6, self.content_region.height - legend_rows - key_rows - 1)
+        else:
+            height = 16 if width >= 60 else 11
+        plot = self._plot(b, ctx, cross, width, height)
+        self.put(self.query_one("#plot", TextBox), plot)
         self.put(self.query_one("#legend", TextBox), t)
+        if fixed:
+            if self._sized is not None:                  # an inline height would beat the CSS's
+                self.styles.height, self._sized = None, None
+            return
         # grid rows keep the height they first measured; say how tall the content now is
-        height = len(plot.plain.split("\n")) + rows_of(t, width) + 2
-        if self.styles.height is None or self.styles.height.value != height:
-            self.styles.height = height
+        height = len(plot.plain.split("\n")) + legend_rows + 2
+        if self._sized != height:                        # a height set is a relayout: only on a change
+            self.styles.height = self._sized = height
 
     def _plot(self, b, ctx: int, cross, width: int, height: int):
         """Log-log lines, drawn on log10 values with linear axes (plotext's own log scale
@@ -111,8 +129,7 @@ class CachePanel(Panel):
         plt.xlabel("tokens (log); | = now and crossover")
         out = Text.from_ansi(plt.build(), no_wrap=True, overflow="crop")
         out.append("\n")
-        names = ["latent/KV cache", "as plain MHA KV", "recurrent state (constant)"]
-        for name, (colour, mark), rich in zip(names, SERIES, LEGEND_COLOURS):
+        for name, (colour, mark), rich in zip(NAMES, SERIES, LEGEND_COLOURS):
             out.append(f" {mark}{mark} " if nc else " ██ ", style=None if nc else rich)
             out.append(name + "  ")
         return out

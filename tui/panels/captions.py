@@ -1,4 +1,5 @@
-"""The scenario's note for this step (its teaching caption)."""
+"""The scenario's note for this step (its teaching caption), shown in a bar under the panels
+that never scrolls away and is never cut: the whole note, however many lines it takes."""
 from __future__ import annotations
 
 from rich.style import Style
@@ -15,7 +16,15 @@ def text_form(cur, i: int, p: dict, width: int) -> list[str]:
 class CaptionsPanel(TextPanel):
     kind = "captions"
     text_form = staticmethod(text_form)
+    # the colour is the theme's (CSS), not a fixed yellow: legible on light themes too
+    DEFAULT_CSS = """
+    CaptionsPanel { height: auto; max-height: 12; min-height: 3; border: tall $accent 50%;
+                    color: $text-warning; background: $boost; text-style: bold; }
+    CaptionsPanel.-quiet { color: $text-muted; text-style: italic; }
+    """
 
     def rich(self, cursor, i: int) -> Text:
         text = cursor.frame(i).caption()
-        return Text(text or "(no note at this step)", Style(italic=not text, color="#ffd75f" if text else None))
+        if self.has_class("-quiet") != (not text):     # a class change restyles: only when it changes
+            self.set_class(not text, "-quiet")
+        return Text(text or "(no note at this step)", Style())

@@ -60,13 +60,14 @@ class DecayPanel(SweepPanel):
         A = self._sweep.update((m, layer, h), i, column, self.size.width)
         hm = self.query_one(Heatmap)
         hm.set_marker(self._sweep.column_of(i))
-        hm.set_data(A, "sequential", vmax=1.0)
+        hm.set_data(A, "sequential", vmax=1.0, blank=self._sweep.blank(i))
         now = column(i)
         per = "channel" if A.shape[0] > 1 else "head"
-        self.set_title(f"decay · L{layer} head {h} · alpha per {per} · last {A.shape[1]} steps, sweeping")
+        self.set_title(f"decay · L{layer} head {h} · alpha per {per} · last {A.shape[1]} steps")
         legend = colour_bar("sequential", 1.0, no_color=self.app.no_color)
         legend.append(f"   holding (>0.9): {int((now > 0.9).sum())}/{now.size}   clearing (<0.1): "
                       f"{int((now < 0.1).sum())}   mean {now.mean():.3f}")
+        self.set_subtitle(f"↓ {per if per == 'head' else 'key channel'} × → step, sweeping")
         self.put(self.query_one("#legend", TextBox), legend, pace=0.1)
 
     def pick_head(self, delta: int) -> bool:

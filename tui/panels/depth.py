@@ -63,7 +63,14 @@ class DepthPanel(TextPanel):
         if table is None:
             return Text("\n".join(text_form(cursor, i, self.options, self.size.width)))
         title, names, rows = table
-        t = Text(title + "\n" + "  " + " " * 10 + "".join(f"{nm:>6}" for nm in names) + "\n")
+        # (headless exports report "standard" but are drawn in full colour)
+        few_colours = not self.app.is_headless and self.app.console.color_system in ("standard", "windows")
+        # the long title (what the columns mean) goes to the border: every row fits the panel
+        self.set_subtitle("emb embedding · bN block N · part this block so far")
+        m = self.options.get("model", 0)
+        bs = cursor.info["models"][m]["config"]["attnres"]["block_size"]
+        short = f"{model_name(cursor.info, m)} attention residuals, block size {bs}"
+        t = Text(short + "\n" + "  " + " " * 10 + "".join(f"{nm:>6}" for nm in names) + "\n")
         for label, blocks, partial in rows:
             # the text panel's cells, each coloured by its weight
             t.append(f"  {label:<10}")
@@ -72,6 +79,9 @@ class DepthPanel(TextPanel):
                     t.append(" " * 6)
                     continue
                 idx = palette.sequential_index(np.array(round(w, 2)))    # the colour of the number shown
+                if few_colours:        # 16 colours turn the cells' greens into one: colour the number
+                    t.append(f"{w:6.2f}", Style(color=palette.SEQUENTIAL[int(idx)], bold=idx >= 5))
+                    continue
                 t.append(f"{w:6.2f}", Style(color="#000000" if idx >= 5 else "#ffffff",
                                             bgcolor=palette.SEQUENTIAL[int(idx)]))
             t.append("\n")

@@ -1,31 +1,135 @@
-"""Every fact written so far, read back with its own key: what the memory still recalls."""
+"""Every fact written so far, read back with its own key: what each memory still recalls.
+
+One row per key and one column per memory, so a comparison shows both halves side by side
+(every row, no scrolling); where the columns do not fit the width, the memories stack.
+"""
 from __future__ import annotations
 
 import numpy as np
+from rich.style import Style
+from rich.text import Text
 
 from .base import TextPanel
 from .common import model_name
 
+HEAD = "recall: every fact written so far, read back with its own key"
 
-def text_form(cur, i: int, p: dict, width: int) -> list[str]:
+
+def recall_table(cur, i: int):
+    """(memory names, rows of (key, wanted, [(reads, error) or None per memory]))."""
     f, info = cur.frame(i), cur.info
-    lines = ["recall: every fact written so far, read back with its own key"]
+    names, per_model = [], []
     for m in range(len(info["models"])):
         r = f.recall(m)
         if r is None:
             continue
-        keys, rec, tgt = r.keys, r.recall, r.target
-        lines.append(f"  {model_name(info, m)}:")
-        for key, r, t in zip(keys, rec, tgt):
-            err = float(np.linalg.norm(r - t))
-            if r.size <= 4:
-                shown = " ".join(f"{x:.2f}" for x in r)
-            else:  # wide values: name the strongest component and the one it should be
-                shown = f"strongest v{int(np.argmax(r))} {r.max():.2f} (want v{int(np.argmax(t))})"
-            lines.append(f"    k{int(key):<4} reads {shown:<34} error {err:.2f}")
+        names.append(model_name(info, m))
+        cells = {}
+        for key, got, want in zip(r.keys, r.recall, r.target):
+            err = float(np.linalg.norm(got - want))
+            if got.size <= 4:
+                shown = " ".join(f"{x:.2f}" for x in got)
+            else:  # wide values: name the strongest component; the wanted one is in the key column
+                shown = f"v{int(np.argmax(got))} {got.max():.2f}"
+            cells[int(key)] = (shown, err, int(np.argmax(want)) if want.size > 4 else None)
+        per_model.append(cells)
+    keys = list(dict.fromkeys(k for cells in per_model for k in cells))
+    rows = []
+    for k in keys:
+        want = next((c[k][2] for c in per_model if k in c), None)
+        rows.append((k, want, [c.get(k) for c in per_model]))
+    return names, rows
+
+
+def _key_head(rows) -> str:
+    return "key want" if any(w is not None for _, w, _ in rows) else "key"
+
+
+def _cell(c) -> str:
+    return f"{c[0]}  {c[1]:.2f}"
+
+
+def _columns(names, rows, width: int) -> tuple[int, list[int]]:
+    """The key column's width and each memory's: its cells', widened for its name while the
+    table still fits `width` (a longer name is cut with an ellipsis)."""
+    key_w = max([len(_key_head(rows))] + [len(_key(k, w)) for k, w, _ in rows])
+    cells = [max([len(_cell(c)) for _, _, cs in rows if (c := cs[j])] + [len("reads, error")])
+             for j in range(len(names))]
+    share = (width - key_w) // max(len(names), 1) - 3
+    return key_w, [max(w, min(len(n), share)) for w, n in zip(cells, names)]
+
+
+def _name(name: str, w: int) -> str:
+    return name if len(name) <= w else name[:w - 1] + "…"
+
+
+def _key(k, want) -> str:
+    return f"k{k}" + (f" v{want}" if want is not None else "")
+
+
+def text_form(cur, i: int, p: dict, width: int) -> list[str]:
+    names, rows = recall_table(cur, i)
+    lines = [HEAD]
+    if not names:
+        return lines + ["  (no memory here keeps a fact table)"]
+    key_w, widths = _columns(names, rows, width - 2)
+    for group in _groups(key_w, widths, width - 2):
+        lines.append(("  " + " " * key_w + "".join(" | " + _name(names[j], widths[j]).ljust(widths[j])
+                                                   for j in group)).rstrip())
+        lines.append(("  " + _key_head(rows).ljust(key_w) + "".join(" | " + "reads, error".ljust(widths[j])
+                                                              for j in group)).rstrip())
+        for k, want, cells in rows:
+            parts = [" | " + (_cell(cells[j]) if cells[j] else "-").ljust(widths[j]) for j in group]
+            lines.append("  " + _key(k, want).ljust(key_w) + "".join(parts).rstrip())
     return lines
+
+
+def _groups(key_w: int, widths: list[int], width: int) -> list[list[int]]:
+    """All memories side by side when they fit the width, else one after the other."""
+    if key_w + sum(3 + w for w in widths) <= width:
+        return [list(range(len(widths)))]
+    return [[j] for j in range(len(widths))]
+
+
+def error_style(err: float) -> Style:
+    """Green when the fact reads back (nearly) exact, amber when blurred, red when lost."""
+    return Style(color="#5fd75f" if err < 0.25 else "#ffaf00" if err < 0.75 else "#ff5f5f", bold=err >= 0.75)
 
 
 class RecallPanel(TextPanel):
     kind = "recall"
     text_form = staticmethod(text_form)
+    DEFAULT_CSS = "RecallPanel { max-height: 100; }"     # every row of every memory, never scrolled
+
+    def rich(self, cursor, i: int) -> Text:
+        names, rows = recall_table(cursor, i)
+        if not names:
+            return Text("\n".join(text_form(cursor, i, self.options, self.size.width)))
+        width = max(20, self.content_region.width or 80)
+        key_w, widths = _columns(names, rows, width)
+        dim, bar = Style(dim=True), " │ "
+        t = Text()
+        for n, group in enumerate(_groups(key_w, widths, width)):
+            if n:
+                t.append("\n")
+            t.append(" " * key_w)
+            for j in group:
+                t.append(bar, dim)
+                t.append(_name(names[j], widths[j]).ljust(widths[j]), Style(bold=True))
+            t.append("\n" + _key_head(rows).ljust(key_w), dim)
+            for j in group:
+                t.append(bar, dim)
+                t.append("reads, error".ljust(widths[j]), dim)
+            for k, want, cells in rows:
+                t.append("\n" + _key(k, want).ljust(key_w))
+                for j in group:
+                    t.append(bar, dim)
+                    c = cells[j]
+                    if c is None:
+                        t.append("-".ljust(widths[j]))
+                        continue
+                    shown, err, _ = c
+                    t.append(shown + "  ")
+                    t.append(f"{err:.2f}", error_style(err))
+                    t.append(" " * (widths[j] - len(_cell(c))))
+        return t

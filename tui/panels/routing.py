@@ -109,7 +109,7 @@ class RoutingPanel(SweepPanel):
 
         W = self._sweep.update((m, layer), i, column, self.size.width)     # (experts, steps)
         hm.set_marker(self._sweep.column_of(i))
-        hm.set_data(W, "sequential", vmax=1.0)
+        hm.set_data(W, "sequential", vmax=1.0, blank=self._sweep.blank(i))
 
     def _legend(self, r) -> None:
         load, share = r.load, r.shared_share
@@ -123,4 +123,5 @@ class RoutingPanel(SweepPanel):
         t.append(f"\nnow: {now}")
         if share is not None:
             t.append(f"   shared share {share:.2f}")
+        self.set_subtitle("↓ expert × → step, sweeping")
         self.put(self.query_one("#legend", TextBox), t, pace=0.1)

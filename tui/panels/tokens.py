@@ -49,7 +49,7 @@ class TokensPanel(TextPanel):
     def rich(self, cursor, i: int) -> Text:
         f = cursor.frame(i)
         if f.event() is not None:
-            return Text("\n".join(text_form(cursor, i, self.options, self.size.width)))
+            return self._event(cursor, i)
         t = Text()
         width = max(20, self.size.width - 4)
         lo = max(0, i - width + 8)
@@ -72,4 +72,24 @@ class TokensPanel(TextPanel):
                 t.append(f"{_guess_name(g, j)!r} ", Style(bold=True))
                 t.append(bar, Style(color=palette.SEQUENTIAL[min(7, 2 + int(float(q) * 12))]))
                 t.append(f" {float(q):.3f}  ")
+        return t
+
+    def _event(self, cursor, i: int) -> Text:
+        """A toy memory's step: the event, and what each memory read back as one line of
+        coloured cells on a scale shared by the memories (long number rows wrapped into a block)."""
+        import numpy as np
+        f, info = cursor.frame(i), cursor.info
+        t = Text(f"step {i + 1} / {cursor.total}: {f.event()}")
+        outs = [(model_name(info, m), f.readout(m)) for m in range(len(info["models"]))]
+        outs = [(name, np.asarray(out, dtype=np.float64)) for name, out in outs if out is not None]
+        if not outs:
+            return t
+        top = max(float(np.abs(out).max()) for _, out in outs) or 1.0
+        for name, out in outs:
+            t.append(f"\n{name} reads:\n  ")
+            for v in palette.diverging_index(out, top):
+                t.append("█", Style(color=palette.DIVERGING[int(v)] if v >= 0 else "#ff00ff"))
+            j = int(np.argmax(out))
+            t.append(f"  strongest v{j} {out[j]:.2f}")
+        t.append(f"\n(one cell per value channel, ±{top:.2f}: blue negative, red positive)", Style(dim=True))
         return t

@@ -15,17 +15,18 @@ from pathlib import Path
 
 from textual import work
 from textual.binding import Binding
-from textual.containers import Grid
+from textual.containers import Grid, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 from textual.worker import get_current_worker
 
 from .. import served
-from ..panels import default_panels, make_panel
+from ..panels import default_panels, docked, make_panel
 from ..panels.base import Panel
 from ..player import Player, StepFailed
 from ..widgets.loading import Loading
+from ..widgets.keys_footer import KeysFooter
 from ..widgets.timeline import Timeline
 from .ask import AskScreen
 from .error import ErrorScreen
@@ -33,6 +34,7 @@ from .help import HelpScreen
 
 MIN_W, MIN_H = 60, 20
 PROGRESS_EVERY = 0.1       # seconds between progress reports of a long jump (the first after as long)
+FILL_ROW = 14          # rows of panels at least this tall share the screen (no scrolling), pictures fill them
 
 
 @dataclass
@@ -64,6 +66,8 @@ class Stage(Message):
 
 class MainScreen(Screen):
     ESCAPE_TO_MINIMIZE = False     # esc cancels a long jump first; action_escape minimises otherwise
+    # a maximised panel keeps the step, the caption and the keys around it
+    ALLOW_IN_MAXIMIZED_VIEW = "Footer, Timeline, #captionbar, #slidehead"
     BINDINGS = [
         Binding("space", "toggle_play", "play/pause"),
         Binding("n,right", "step(1)", "next"),
@@ -80,8 +84,9 @@ class MainScreen(Screen):
         Binding("comma", "pick('head', -1)", "head-", show=False),
         Binding("full_stop", "pick('head', 1)", "head+", show=False),
         # a real checkpoint has 27-48 layers and 32 heads: jump eight at a time
-        Binding("left_curly_bracket", "pick('layer', -8)", "layer-8", show=False),
-        Binding("right_curly_bracket", "pick('layer', 8)", "layer+8", show=False),
+        # ({ } are the captions', on the app)
+        Binding("left_parenthesis", "pick('layer', -8)", "layer-8", show=False),
+        Binding("right_parenthesis", "pick('layer', 8)", "layer+8", show=False),
         Binding("less_than_sign", "pick('head', -8)", "head-8", show=False),
         Binding("greater_than_sign", "pick('head', 8)", "head+8", show=False),
         Binding("t", "pick('quantity', 1)", "S/dS/err", show=False),
@@ -105,9 +110,10 @@ class MainScreen(Screen):
         yield Timeline(id="timeline")
         yield Loading(id="loading")
         yield Grid(id="panels")
+        yield Vertical(id="captionbar")
         yield Static("", id="toosmall")
         yield Static("", id="status")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one(Loading).start(f"opening {Path(self.path).name}")
@@ -135,8 +141,19 @@ class MainScreen(Screen):
         notice.update(f"lineage needs at least {MIN_W} x {MIN_H}; this terminal is {w} x {h}. Enlarge it or press q.")
         grid = self.query_one("#panels", Grid)
         grid.display = not small
-        cols = 3 if w >= 150 else 2 if w >= 100 else 1
+        shown = sum(1 for p in grid.children if p.display)
+        # no more columns than panels shown: hidden panels leave their room to the others
+        cols = max(1, min(3 if w >= 150 else 2 if w >= 100 else 1, shown))
         grid.styles.grid_size_columns = cols
+        # when every row of panels gets FILL_ROW lines, the rows share the screen and heatmaps
+        # grow into them; otherwise panels take their natural height and the grid scrolls
+        rows = -(-shown // cols)
+        room = h - 4 - (self.query_one("#captionbar").outer_size.height or 5)
+        grid.set_class(rows > 0 and room >= rows * FILL_ROW, "-fill")
+        # narrow: a compact footer without the palette key, so `? help` and `q quit` stay on it
+        footer = self.query_one(KeysFooter)
+        footer.compact = w < 120
+        footer.show_command_palette = w >= 100
 
     def _show_status(self) -> None:
         cursor = self.player.cursor
@@ -215,7 +232,13 @@ class MainScreen(Screen):
         grid = self.query_one("#panels", Grid)
         grid.remove_children()
         made = [make_panel(p) for p in default_panels(cursor.info)]
-        grid.mount_all(made)
+        in_grid, in_bar = docked(made, cursor.info)
+        grid.mount_all(in_grid)
+        bar = self.query_one("#captionbar", Vertical)
+        bar.remove_children()
+        bar.mount_all(in_bar)
+        made = in_grid + in_bar
+        self._fit_layout()
         # focus decided here, not by whichever widget mounted first: the pickers act on the
         # focused panel, so start on the first one that has layers to pick. Without scrolling
         # to it: a small terminal opens at the top of the layout, whenever the focus lands
@@ -419,27 +442,11 @@ class MainScreen(Screen):
         self.app.push_screen(HelpScreen())
 
     def action_snapshot(self) -> None:
-        cursor, i = self.player.cursor, self.player.index
-        if cursor is None:
+        if self.player.cursor is None:
             return
         if self.player.pending:        # the screen still shows an earlier step than the one asked for
             self.notify(f"step {self.player.target + 1} is still being computed: press s once it is shown "
                         "(esc cancels the jump)", severity="warning")
             return
-        stem = free_stem(self.app.snapshot_dir / f"lineage-{Path(self.path).stem}-step{i + 1}")
-        svg = self.app.save_screenshot(str(stem) + ".svg")
-        panels = [self.maximized] if isinstance(self.maximized, Panel) else list(self.query(Panel))
-        text = f"{cursor.info['title']} - step {i + 1} / {cursor.total}\n\n"
-        text += "\n\n".join(p.text(cursor, i) for p in panels) + "\n"
-        Path(str(stem) + ".txt").write_text(text, encoding="utf-8")
-        self.notify(f"saved {svg} and {stem.name}.txt")
-
-
-def free_stem(stem: Path) -> Path:
-    """`stem`, or `stem-2`, `stem-3`, ...: the first for which neither an .svg nor a .txt exists,
-    so a snapshot never replaces an earlier one."""
-    n, candidate = 1, stem
-    while candidate.with_name(candidate.name + ".svg").exists() or candidate.with_name(candidate.name + ".txt").exists():
-        n += 1
-        candidate = stem.with_name(f"{stem.name}-{n}")
-    return candidate
+        from ..snapshot import save_from_app
+        save_from_app(self)            # SVG, PNG and text under a fresh name; it says where

@@ -1,6 +1,9 @@
 """A time-by-channel picture that sweeps instead of scrolling.
 
-Column `step % span` holds step `step` (the heatmap marks it with a caret under the map).
+Column `step % span` holds step `step` (the heatmap marks it with a caret under the map). The
+GAP columns after it are blank, so what lies to the right of "now" (the previous sweep's
+older steps) never reads as the future; before the first sweep completes, the columns not yet
+reached are blank too.
 Stepping forward rewrites one column, and only the cells whose colour differs from what that
 column held a sweep ago are sent: rows that hold steady cost nothing (a scrolling map changes
 every cell every step: 14 KB a step at 160 x 50). Jumps rebuild the buffer from the frames.
@@ -8,6 +11,8 @@ every cell every step: 14 KB a step at 160 x 50). Jumps rebuild the buffer from 
 from __future__ import annotations
 
 import numpy as np
+
+GAP = 3
 
 
 class Sweep:
@@ -34,3 +39,10 @@ class Sweep:
     def column_of(self, i: int) -> int:
         return i % self.buf.shape[1]
 
+
+    def blank(self, i: int) -> list[int]:
+        """Columns to draw empty at step i: the gap after "now", or all not yet reached."""
+        span = self.buf.shape[1]
+        if i + 1 < span:
+            return list(range(i + 1, span))
+        return [(i + d) % span for d in range(1, min(GAP, span - 1) + 1)]
