@@ -338,7 +338,12 @@ def main(argv: list[str] | None = None) -> int:
     ps.add_argument("--salvage", action="store_true", help="read the complete frames of a truncated trace")
     ps.add_argument("--size", type=int, nargs=2, default=[160, 50], metavar=("W", "H"),
                     help="terminal size for .svg and .png snapshots (default 160 50)")
+    from tui import train_cli
+    train_cli.add_commands(sub)
     args = p.parse_args(argv)
+    training = {"train": train_cli.train, "eval": train_cli.evaluate, "arena": train_cli.arena}
+    if args.cmd in training:
+        return training[args.cmd](args)
     handlers = {"list": _list, "validate": _validate, "record": _record, "snapshot": _snapshot}
     if args.cmd in handlers:
         from lineage.playback.trace import TraceError

@@ -16,6 +16,8 @@ class MoE(nn.Module):
         E, Fe, d = cfg.n_experts, cfg.expert_dim, cfg.d_model
         L = cfg.latent_dim or d
         self.router = nn.Linear(d, E, bias=False)
+        if cfg.selection_bias:       # a buffer: lineage.training.loop nudges it towards even load
+            self.register_buffer("expert_bias", torch.zeros(E))
         if cfg.latent_dim is not None:
             self.down = nn.Linear(d, L, bias=False)                 # hidden -> latent, once per token
             self.latent_norm = nn.RMSNorm(L, eps=cfg.norm_eps)      # K3's guard before the up-projection
@@ -35,7 +37,11 @@ class MoE(nn.Module):
     def route(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """x (N, d) -> scores (N, E) in (0, 1), chosen experts (N, k), their weights (N, k)."""
         scores = torch.sigmoid(self.router(x))
-        top, idx = scores.topk(self.cfg.top_k, dim=-1)
+        if self.cfg.selection_bias:   # the bias picks the experts; their weights stay the plain scores
+            idx = (scores + self.expert_bias).topk(self.cfg.top_k, dim=-1).indices
+            top = scores.gather(-1, idx)
+        else:
+            top, idx = scores.topk(self.cfg.top_k, dim=-1)
         weights = top / top.sum(-1, keepdim=True) * self.cfg.routed_scale   # sigmoid scores do not sum to 1
         return scores, idx, weights
 

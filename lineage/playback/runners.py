@@ -84,7 +84,7 @@ class LMRunner:
         else:
             seq = generate(sc.input.task)
             self.tokens, self.answers = list(seq.tokens), seq.answers
-        self.models = [SteppedModel(cfg, sc, device, dtype, sc.base_dir) for cfg in cfgs]
+        self.models = [SteppedModel(cfg, sc, device, dtype, sc.base_dir, i) for i, cfg in enumerate(cfgs)]
         self.info_models = [{"name": s.label, "kind": "lm", "config": dataclasses.asdict(cfg), "params": total}
                             for s, cfg, total in zip(specs, cfgs, totals)]
         notes += sorted({r.backend_note for r in self.models if r.backend_note})
@@ -141,15 +141,19 @@ class MemoryRunner:
 class SteppedModel:
     """One language model: prefill with the parallel / chunked forward, then observed steps."""
 
-    def __init__(self, cfg, sc: Scenario, device, dtype, base_dir: Path | None):
+    def __init__(self, cfg, sc: Scenario, device, dtype, base_dir: Path | None, index: int = 0):
         import torch
         from ..model import LM
         self.torch = torch
         self.cfg = cfg
         torch.manual_seed(sc.weights.seed)           # same seed, same preset: same weights side by side
         model = LM(cfg)
-        if sc.weights.checkpoint is not None:
-            _load_checkpoint(model, sc, base_dir)
+        own = sc.model_specs[index].checkpoint
+        if own is not None:                            # this model's own file, then the scenario's
+            where = (("model",) if sc.model is not None else ("models", index)) + ("checkpoint",)
+            _load_checkpoint(model, sc, base_dir, own, where)
+        elif sc.weights.checkpoint is not None:
+            _load_checkpoint(model, sc, base_dir, sc.weights.checkpoint, ("weights", "checkpoint"))
         self.model = model.to(device=device, dtype=dtype).eval()
         from ..backend import resolve, set_backend
         self.backend, self.backend_note = resolve(device)
@@ -192,38 +196,38 @@ class SteppedModel:
         return observe.lm_fields(obs, self.cfg, self.load)
 
 
-def _load_checkpoint(model, sc: Scenario, base_dir: Path | None) -> None:
+def _load_checkpoint(model, sc: Scenario, base_dir: Path | None, name: str, where: tuple) -> None:
     import torch
     from safetensors.torch import load_file
-    path = Path(sc.weights.checkpoint)
+    path = Path(name)
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
     try:
         tensors = load_file(str(path))
     except Exception as e:  # safetensors raises several kinds; all mean "not a usable file"
-        raise _weights_error(sc, f"cannot read {path}: {e}") from None
+        raise _weights_error(sc, where, f"cannot read {path}: {e}") from None
     for name, t in tensors.items():       # NaN or inf weights would make every panel NaN: refuse them here
         if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-            raise _weights_error(sc, f"{path}: tensor {name} holds NaN or inf values")
+            raise _weights_error(sc, where, f"{path}: tensor {name} holds NaN or inf values")
     try:
         result = model.load_state_dict(tensors, strict=False)
     except RuntimeError as e:   # shape mismatches: keep torch's first line, it names the tensor
         detail = next((line.strip() for line in str(e).splitlines()[1:] if line.strip()), str(e))
-        raise _weights_error(sc, f"{path} does not fit the model: {detail}") from None
+        raise _weights_error(sc, where, f"{path} does not fit the model: {detail}") from None
     bad = []
     if result.missing_keys:
         bad.append(f"missing {len(result.missing_keys)} tensors (first: {result.missing_keys[0]})")
     if result.unexpected_keys:
         bad.append(f"{len(result.unexpected_keys)} unknown tensors (first: {result.unexpected_keys[0]})")
     if bad:
-        raise _weights_error(sc, f"{path} does not fit the model: " + "; ".join(bad))
+        raise _weights_error(sc, where, f"{path} does not fit the model: " + "; ".join(bad))
 
 
-def _weights_error(sc: Scenario, msg: str) -> ScenarioError:
+def _weights_error(sc: Scenario, where: tuple, msg: str) -> ScenarioError:
     """A problem found when the checkpoint is read (not by validate, which does not open it),
     placed at the scenario's `weights.checkpoint` like every other problem with a field."""
     file = sc.source or "<scenario>"
     try:
-        return ScenarioError([load_text(sc.text or "", file).problem(("weights", "checkpoint"), msg)])
+        return ScenarioError([load_text(sc.text or "", file).problem(where, msg)])
     except ScenarioError:           # no text to place it in (a scenario built in code)
-        return ScenarioError([Problem(file, 1, 1, "weights.checkpoint", msg)])
+        return ScenarioError([Problem(file, 1, 1, ".".join(map(str, where)), msg)])

@@ -58,6 +58,7 @@ class ModelSpec(Strict):
     overrides: dict[str, Any] = {}
     config: dict[str, Any] | None = None
     memory: MemorySpec | None = None
+    checkpoint: str | None = None        # this model's .safetensors (relative to the scenario); else weights.checkpoint
 
     @model_validator(mode="after")
     def _one_source(self):
