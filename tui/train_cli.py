@@ -233,13 +233,13 @@ def evaluate(args) -> int:
         name = args.task or trained
         spec = _task_spec(name, {}, meta.get("task_params") if name == trained else None)
         model, meta = checkpoint.load(args.checkpoint)
+        corpus = None
+        if spec.name == "text":
+            from lineage.training.corpus import corpus as load_corpus
+            corpus = load_corpus()
     except ValueError as e:
         return _fail("eval", str(e))
     from lineage.training.evaluate import evaluate as run
-    corpus = None
-    if spec.name == "text":
-        from lineage.training.corpus import corpus as load_corpus
-        corpus = load_corpus()
     t0 = time.perf_counter()
     res = run(model, spec, seed=args.seed, pairs=pairs, sequences=args.sequences, corpus=corpus)
     res["eval_s"] = round(time.perf_counter() - t0, 2)
