@@ -254,6 +254,8 @@ class MoEConfig(MechanismConfig):
     norm_topk: bool = True             # renormalise the chosen weights to sum to 1 (before routed_scale)
     router_fp32: bool = False          # score in float32 whatever the model dtype (as Kimi and Qwen do)
     shared_gate: bool = False          # Qwen3-Next: sigmoid(g(x)) scales the shared expert per token
+    selection_bias: bool = False       # a per-expert bias added for choosing experts only (DeepSeek-V3's
+                                       # balancing without an auxiliary loss); training moves it, not gradients
 
     def _split(self) -> tuple[int, int]:
         """(weights every token uses, weights of one routed expert)."""
@@ -316,6 +318,7 @@ class ModelConfig:
     norm_eps: float = 1e-6
     n_positions: int = 0               # > 0: a learned position table of this length (GPT-2)
     tie_embeddings: bool = False
+    embed_std: float | None = None     # token embedding init; None: torch's N(0, 1). GPT-2 and trained presets: 0.02
     shape_only: bool = False           # published shapes for arithmetic; never instantiated
     notes: str = ""
 

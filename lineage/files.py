@@ -50,3 +50,22 @@ def read_regular(path: str | Path, limit: int) -> bytes:
     if len(data) > limit:
         raise OSError(0, f"file grew past {limit:,} bytes while being read", str(path))
     return data
+
+
+def publish(partial: str | Path, path: str | Path, overwrite: bool = False) -> None:
+    """Make a finished temporary file the real one in one step, so a reader never sees half a
+    file: with `overwrite`, an atomic rename over `path`; without, a hard link that fails (with
+    FileExistsError, `partial` kept) rather than replace a file made meanwhile."""
+    if overwrite:
+        os.replace(partial, path)
+        return
+    try:
+        os.link(partial, path)
+    except FileExistsError:
+        raise
+    except OSError:                           # a file system without hard links
+        if Path(path).exists():
+            raise FileExistsError(0, "exists", str(path)) from None
+        os.replace(partial, path)
+        return
+    os.unlink(partial)

@@ -97,7 +97,11 @@ class LM(nn.Module):
                              "it is never instantiated")
         self.cfg = cfg
         self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        if cfg.embed_std is not None:      # N(0, 1) rows through a tied head start near loss 44, not ln 256
+            nn.init.normal_(self.wte.weight, std=cfg.embed_std)
         self.wpe = nn.Embedding(cfg.n_positions, cfg.d_model) if cfg.n_positions else None
+        if self.wpe is not None and cfg.embed_std is not None:    # else N(0, 1) positions drown 0.02 tokens
+            nn.init.normal_(self.wpe.weight, std=cfg.embed_std / 2)
         self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
         self.norm_f = _norm(cfg)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)

@@ -41,7 +41,7 @@ def _tiny(name: str, mixer: str, notes: str, **kw) -> ModelConfig:
 def tiny_softmax() -> ModelConfig:
     return _tiny("tiny-softmax", "softmax", "GPT-2 in miniature: softmax attention, a KV cache that grows per token.",
                  dense=DenseFFNConfig(d_model=64, d_ff=256, act="gelu", bias=True),
-                 norm="layer", norm_eps=1e-5, n_positions=4096, tie_embeddings=True)
+                 norm="layer", norm_eps=1e-5, n_positions=4096, tie_embeddings=True, embed_std=0.02)
 
 
 def tiny_linear() -> ModelConfig:
@@ -86,8 +86,9 @@ def k3_mini() -> ModelConfig:
                       qk_rope_head_dim=8, v_head_dim=16, output_gate=True),
         dense=DenseFFNConfig(d_model=d, d_ff=384, act="situ", linear_beta=25.0),
         moe=MoEConfig(d_model=d, n_experts=32, top_k=4, n_shared=2, expert_dim=64, latent_dim=64,
-                      act="situ", situ_beta=4.0, linear_beta=25.0),
-        attnres=AttnResConfig(block_size=3),
+                      act="situ", situ_beta=4.0, linear_beta=25.0, selection_bias=True),
+        attnres=AttnResConfig(block_size=3, init_std=0.0),     # zero pseudo-queries, as published: uniform depth
+        embed_std=0.02,
         notes="K3 in miniature: 9 layers (3 KDA + 1 gated MLA, twice, + final MLA), 32 experts top-4 + 2 shared "
               "in a latent width, SiTU, AttnRes blocks of 3.")
 

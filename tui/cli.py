@@ -505,7 +505,12 @@ def main(argv: list[str] | None = None) -> int:
                      help="terminal size (default 160 50; 100 30 with --panel)")
     psl.add_argument("--salvage", action="store_true", help="read the complete frames of a truncated trace")
     _export_options(psl)
+    from tui import train_cli
+    train_cli.add_commands(sub)
     args = p.parse_args(argv)
+    training = {"train": train_cli.train, "eval": train_cli.evaluate, "arena": train_cli.arena}
+    if args.cmd in training:
+        return training[args.cmd](args)
     where = {"run": "file", "record": "scenario", "snapshot": "source"}.get(args.cmd)
     if where is not None:            # a checkpoint directory: run, record or snapshot the scenario made for it
         code = _checkpoint_scenario(args, where)

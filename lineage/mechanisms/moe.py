@@ -23,6 +23,8 @@ class MoE(nn.Module):
         self.router = nn.Linear(d, E, bias=False)
         if cfg.score_bias:      # shifts which experts are chosen (load balance), never how much they weigh
             self.score_bias = nn.Parameter(torch.zeros(E))
+        if cfg.selection_bias:       # a buffer: lineage.training.loop nudges it towards even load
+            self.register_buffer("expert_bias", torch.zeros(E))
         if cfg.latent_dim is not None:
             self.down = nn.Linear(d, L, bias=False)                 # hidden -> latent, once per token
             self.latent_norm = nn.RMSNorm(L, eps=cfg.norm_eps)      # K3's guard before the up-projection
@@ -51,6 +53,8 @@ class MoE(nn.Module):
             logits = self.router(x)
         scores = logits.softmax(-1) if cfg.router == "softmax" else torch.sigmoid(logits)
         choice = scores + self.score_bias if cfg.score_bias else scores
+        if cfg.selection_bias:          # training's balancing bias: it picks experts, never weighs them
+            choice = choice + self.expert_bias
         if cfg.n_group > 1:
             choice = self._best_groups(choice)
         idx = choice.topk(cfg.top_k, dim=-1).indices

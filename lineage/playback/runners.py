@@ -172,8 +172,11 @@ class SteppedModel:
         else:
             torch.manual_seed(sc.weights.seed)       # same seed, same preset: same weights side by side
             model = LM(cfg)
-            if sc.weights.checkpoint is not None:
-                _load_checkpoint(model, sc, base_dir)
+            own = spec.checkpoint if spec is not None else None
+            if own is not None:                        # this model's own file, then the scenario's
+                _load_checkpoint(model, sc, base_dir, own, spec_path + ("checkpoint",))
+            elif sc.weights.checkpoint is not None:
+                _load_checkpoint(model, sc, base_dir, sc.weights.checkpoint, ("weights", "checkpoint"))
             self.model = model.to(device=device, dtype=dtype).eval()
         self.dtype = dtype
         from ..backend import resolve, set_backend
@@ -219,31 +222,31 @@ class SteppedModel:
         return observe.lm_fields(obs, self.cfg, self.load, self.watch)
 
 
-def _load_checkpoint(model, sc: Scenario, base_dir: Path | None) -> None:
+def _load_checkpoint(model, sc: Scenario, base_dir: Path | None, name: str, where: tuple) -> None:
     import torch
     from safetensors.torch import load_file
-    path = Path(sc.weights.checkpoint)
+    path = Path(name)
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
     try:
         tensors = load_file(str(path))
     except Exception as e:  # safetensors raises several kinds; all mean "not a usable file"
-        raise _weights_error(sc, f"cannot read {path}: {e}") from None
+        raise _weights_error(sc, where, f"cannot read {path}: {e}") from None
     for name, t in tensors.items():       # NaN or inf weights would make every panel NaN: refuse them here
         if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-            raise _weights_error(sc, f"{path}: tensor {name} holds NaN or inf values")
+            raise _weights_error(sc, where, f"{path}: tensor {name} holds NaN or inf values")
     try:
         result = model.load_state_dict(tensors, strict=False)
     except RuntimeError as e:   # shape mismatches: keep torch's first line, it names the tensor
         detail = next((line.strip() for line in str(e).splitlines()[1:] if line.strip()), str(e))
-        raise _weights_error(sc, f"{path} does not fit the model: {detail}") from None
+        raise _weights_error(sc, where, f"{path} does not fit the model: {detail}") from None
     bad = []
     if result.missing_keys:
         bad.append(f"missing {len(result.missing_keys)} tensors (first: {result.missing_keys[0]})")
     if result.unexpected_keys:
         bad.append(f"{len(result.unexpected_keys)} unknown tensors (first: {result.unexpected_keys[0]})")
     if bad:
-        raise _weights_error(sc, f"{path} does not fit the model: " + "; ".join(bad))
+        raise _weights_error(sc, where, f"{path} does not fit the model: " + "; ".join(bad))
 
 
 WATCH_ALL_BYTES = 8 << 20      # a checkpoint whose states (S and dS, float16) fit this keeps every layer
@@ -280,11 +283,11 @@ def _load_pretrained(sc: Scenario, spec, spec_path: tuple, device, base_dir: Pat
     try:
         model, _ = load_pretrained(path, device=device, dtype=spec.dtype)
     except PretrainedError as e:
-        raise _weights_error(sc, str(e), spec_path + ("pretrained",)) from None
+        raise _weights_error(sc, spec_path + ("pretrained",), str(e)) from None
     return model, str(path)
 
 
-def _weights_error(sc: Scenario, msg: str, where: tuple = ("weights", "checkpoint")) -> ScenarioError:
+def _weights_error(sc: Scenario, where: tuple, msg: str) -> ScenarioError:
     """A problem found when the checkpoint is read (not by validate, which does not open it),
     placed at the scenario's `weights.checkpoint` like every other problem with a field."""
     file = sc.source or "<scenario>"

@@ -28,7 +28,7 @@ import zlib
 from pathlib import Path
 
 from ..escapes import visible_tree
-from ..files import open_regular
+from ..files import open_regular, publish
 from .frame import Frame
 
 MAGIC = b"LNTRACE\n"
@@ -100,20 +100,11 @@ class TraceWriter:
             self._publish()
 
     def _publish(self) -> None:
-        if self.overwrite:
-            os.replace(self.partial, self.path)
-            return
         try:
-            os.link(self.partial, self.path)      # atomic, and fails rather than replace a file made meanwhile
+            publish(self.partial, self.path, self.overwrite)
         except FileExistsError:
             raise FileExistsError(0, f"appeared while recording; this recording is kept as {self.partial.name}",
                                   str(self.path)) from None
-        except OSError:                           # a file system without hard links
-            if self.path.exists():
-                raise FileExistsError(0, f"appeared while recording; kept as {self.partial.name}", str(self.path))
-            os.replace(self.partial, self.path)
-            return
-        os.unlink(self.partial)
 
     def __enter__(self):
         return self

@@ -104,21 +104,12 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
         if sc.decoding.prefill >= n and sc.decoding.mode == "teacher":
             problems.append(loc.problem(("decoding", "prefill"), f"prefill {sc.decoding.prefill} leaves no input "
                                         f"to step through (the text is {n} tokens)"))
-    if sc.weights.checkpoint is not None:
-        ck = Path(sc.weights.checkpoint)
-        if not ck.is_absolute() and base_dir is not None:
-            ck = base_dir / ck
-        try:
-            is_file = ck.is_file()
-        except OSError as e:          # a name longer than the file system takes, say
-            problems.append(loc.problem(("weights", "checkpoint"), f"cannot use this path: {e.strerror or e}"))
-            is_file = None
-        if is_file is False:
-            problems.append(loc.problem(("weights", "checkpoint"), f"no such file: {str(ck)[:200]}"))
-        elif is_file and ck.suffix != ".safetensors":
-            problems.append(loc.problem(("weights", "checkpoint"), "expected a .safetensors file"))
-        if any(memories):
-            problems.append(loc.problem(("weights", "checkpoint"), "memory models take hand-set keys and values, not a checkpoint"))
+    given = [(("weights", "checkpoint"), sc.weights.checkpoint, any(memories))]
+    given += [(_model_path(sc, i) + ("checkpoint",), s.checkpoint, s.memory is not None)
+              for i, s in enumerate(specs) if s.checkpoint is not None]
+    for where, path, memory in given:
+        if path is not None:
+            _check_checkpoint(where, path, memory, loc, problems, base_dir)
     for key in sc.weights.set:
         if not any(memories):
             problems.append(loc.problem(("weights", "set", key), "hand-set values are for memory models"))
@@ -260,3 +251,21 @@ def total_steps(sc: Scenario, base_dir: Path | None = None) -> int | None:
     if sc.decoding.mode == "teacher" or any(s.memory is not None for s in sc.model_specs):
         return max(min(sc.steps or avail, avail), 0)
     return sc.steps or max(avail, 1) + 32
+
+
+def _check_checkpoint(where: tuple, path: str, memory: bool, loc: Located, problems: list, base_dir: Path | None) -> None:
+    """A checkpoint named at `where` (weights.checkpoint, or one model's checkpoint) exists and is safetensors."""
+    ck = Path(path)
+    if not ck.is_absolute() and base_dir is not None:
+        ck = base_dir / ck
+    try:
+        is_file = ck.is_file()
+    except OSError as e:          # a name longer than the file system takes, say
+        problems.append(loc.problem(where, f"cannot use this path: {e.strerror or e}"))
+        is_file = None
+    if is_file is False:
+        problems.append(loc.problem(where, f"no such file: {str(ck)[:200]}"))
+    elif is_file and ck.suffix != ".safetensors":
+        problems.append(loc.problem(where, "expected a .safetensors file"))
+    if memory:
+        problems.append(loc.problem(where, "memory models take hand-set keys and values, not a checkpoint"))

@@ -62,6 +62,7 @@ class ModelSpec(Strict):
     pretrained: str | None = Field(None, min_length=1, max_length=4096)   # relative to the scenario
     dtype: Literal["float32", "float64", "bfloat16", "float16"] | None = None   # pretrained: None = its own
     device: Literal["auto", "cpu", "cuda"] | None = None                 # pretrained: None = the scenario's
+    checkpoint: str | None = None        # this model's .safetensors (relative to the scenario); else weights.checkpoint
 
     @model_validator(mode="after")
     def _one_source(self):

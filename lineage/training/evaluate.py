@@ -1,0 +1,175 @@
+"""Held-out scores of a trained model and the mechanism statistics that make a lesson checkable.
+
+Statistics are read by wrapping a few methods of the model's own modules for one forward
+(the decay of each gated layer, the experts each token chose, the depth weights of AttnRes),
+so what is measured is exactly what the panels show when the model steps.
+"""
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+from ..mechanisms.attnres import AttnRes
+from ..mechanisms.deltanet import DeltaNet
+from ..mechanisms.moe import MoE
+from .loop import scored, to_device
+from .tasks import TaskSpec, batch, mqar
+
+BYTE_CLASSES = {"letter": lambda i: chr(i).isalpha() and i < 128, "digit": lambda i: 48 <= i <= 57,
+                "space": lambda i: i in (9, 10, 13, 32), "punctuation": lambda i: 33 <= i < 127 and not chr(i).isalnum(),
+                "other": lambda i: i < 32 and i not in (9, 10, 13) or i >= 127}
+CLASS_OF = np.array([next(n for n, f in BYTE_CLASSES.items() if f(i)) for i in range(256)])
+
+
+class Probe:
+    """While active: each gated layer's alpha = exp(g) per forward, the experts chosen per MoE
+    layer, AttnRes weights per aggregation point; with `force_sep`, alpha = 1 at separators."""
+
+    def __init__(self, model):
+        self.model = model
+        self.alpha: list[torch.Tensor] = []           # (B, T, H) or (B, T, H, K) per gated layer
+        self.experts: list[torch.Tensor] = []         # (B*T, k) per MoE layer
+        self.depth: list[torch.Tensor] = []           # (N, B, T) per aggregation point
+        self.force_sep: torch.Tensor | None = None    # (B, T) bool
+
+    @contextmanager
+    def active(self):
+        patched = []
+        for m in self.model.modules():
+            if isinstance(m, DeltaNet) and type(m)._decay is not DeltaNet._decay:
+                def decay(x, _orig=m._decay):
+                    g = _orig(x)
+                    if self.force_sep is not None:          # forget nothing at the separators
+                        sep = self.force_sep.view(*self.force_sep.shape, *([1] * (g.dim() - 2)))
+                        g = g.masked_fill(sep, 0.0)
+                    self.alpha.append(g.exp().detach())
+                    return g
+                m._decay = decay
+                patched.append((m, "_decay"))
+            if isinstance(m, MoE):
+                def route(x, _orig=m.route):
+                    s, idx, w = _orig(x)
+                    self.experts.append(idx.detach())
+                    return s, idx, w
+                m.route = route
+                patched.append((m, "route"))
+            if isinstance(m, AttnRes):
+                def aggregate(point, blocks, partial, _orig=m.aggregate):
+                    h, w = _orig(point, blocks, partial)
+                    self.depth.append(w.detach())
+                    return h, w
+                m.aggregate = aggregate
+                patched.append((m, "aggregate"))
+        try:
+            yield self
+        finally:
+            for m, name in patched:
+                delattr(m, name)                 # the instance attribute goes; the class method is back
+
+
+def gate_stats(alpha: list[torch.Tensor], sep: torch.Tensor) -> dict:
+    """Fraction of channels (per head for Gated DeltaNet) with alpha < 0.1 and > 0.95, at the
+    separators and elsewhere, over all gated layers and positions."""
+    out = {}
+    for where, mask in (("sep", sep), ("else", ~sep)):
+        vals = torch.cat([a[mask].flatten() for a in alpha]) if mask.any() else torch.zeros(0)
+        out[f"clear_{where}"] = float((vals < 0.1).float().mean()) if vals.numel() else float("nan")
+        out[f"hold_{where}"] = float((vals > 0.95).float().mean()) if vals.numel() else float("nan")
+        out[f"mean_alpha_{where}"] = float(vals.mean()) if vals.numel() else float("nan")
+    return out
+
+
+def routing_stats(experts: list[torch.Tensor], ids: torch.Tensor, n_experts: int) -> dict:
+    """Load per layer as max / mean tokens per expert (1 is perfectly even), and for each byte
+    class the share of its choices that land on its top_k most used experts (uniform: k / E)."""
+    flat = ids.flatten().cpu().numpy()
+    loads, conc = [], {c: [] for c in BYTE_CLASSES}
+    for idx in experts:
+        idx = idx.cpu().numpy()                                               # (N, k)
+        load = np.bincount(idx.flatten(), minlength=n_experts)
+        loads.append(load.max() / load.mean())
+        for c in BYTE_CLASSES:
+            sel = idx[CLASS_OF[flat] == c]
+            if sel.size:
+                counts = np.sort(np.bincount(sel.flatten(), minlength=n_experts))[::-1]
+                conc[c].append(counts[:idx.shape[1]].sum() / counts.sum())
+    return {"load_max_over_mean": float(np.mean(loads)), "load_worst_layer": float(np.max(loads)),
+            "class_top_k_share": {c: round(float(np.mean(v)), 3) for c, v in conc.items() if v},
+            "uniform_top_k_share": experts[0].shape[1] / n_experts}
+
+
+def depth_entropy(depth: list[torch.Tensor]) -> dict:
+    """Mean entropy of the AttnRes weights over their sources, in nats and as a fraction of the
+    uniform mix's (1: every source equal, as at the zero init; 0: one source only)."""
+    ent, rel = [], []
+    for w in depth:
+        if w.shape[0] < 2:
+            continue                       # one source: nothing to choose
+        h = -(w.clamp_min(1e-12) * w.clamp_min(1e-12).log()).sum(0)          # (B, T)
+        ent.append(float(h.mean()))
+        rel.append(float(h.mean()) / math.log(w.shape[0]))
+    return {"attnres_entropy": float(np.mean(ent)), "attnres_entropy_rel": float(np.mean(rel))}
+
+
+def _accuracy(right: torch.Tensor, mask: torch.Tensor) -> float:
+    return float(right.sum()) / max(1, int(mask.sum()))
+
+
+@torch.no_grad()
+def evaluate(model, spec: TaskSpec, seed: int = 1234, pairs: list[int] | None = None, sequences: int = 256,
+             device="cpu", corpus=None) -> dict:
+    """Scores on sequences drawn from a seed the training never used (its stream is [seed, 0]).
+    mqar: accuracy per pair count; segmented / two_timescales: accuracy, the gate statistics,
+    and the accuracy with alpha forced to 1 at separators; text: bits per byte held out."""
+    rng = np.random.default_rng([seed, 1])
+    probe = Probe(model)
+    res: dict = {"task": spec.name, "seed": seed, "sequences": sequences}
+    if spec.name == "mqar" or (spec.name == "text" and spec.mix > 0):
+        res["accuracy_by_pairs"] = {}
+        for n in pairs or [spec.pairs]:
+            b = to_device(mqar(rng, sequences, n), device)
+            _, right, _ = scored(model, b)
+            res["accuracy_by_pairs"][str(n)] = _accuracy(right, b["mask"])
+    if spec.name in ("segmented", "two_timescales"):
+        b = to_device(batch(spec, rng, sequences), device)
+        with probe.active():
+            _, right, _ = scored(model, b)
+        res["accuracy"] = _accuracy(right, b["mask"])
+        for g, m in b["groups"].items():
+            res[f"accuracy_{g}"] = _accuracy(right & m, m)
+        if probe.alpha:
+            res["gates"] = gate_stats(probe.alpha, b["sep"])
+            probe.force_sep = b["sep"]
+            with probe.active():
+                _, right_forced, _ = scored(model, b)
+            probe.force_sep = None
+            res["accuracy_no_forget_at_sep"] = _accuracy(right_forced, b["mask"])
+            for g, m in b["groups"].items():
+                res[f"accuracy_{g}_no_forget"] = _accuracy(right_forced & m, m)
+    if spec.name == "text":
+        if corpus is None:
+            from .corpus import corpus as read_corpus
+            corpus = read_corpus()
+        per = min(64, sequences)                  # windows per forward
+        losses, probe_ids = [], None
+        for _ in range(max(1, sequences // per)):
+            b = to_device(batch(spec, rng, per, corpus, "held_out"), device)
+            with probe.active():
+                loss, _, _ = scored(model, b)
+            losses.append(float(loss))
+            probe_ids = b["ids"] if probe_ids is None else torch.cat([probe_ids, b["ids"]])
+        res["bits_per_byte"] = float(np.mean(losses)) / math.log(2)
+        if probe.experts:
+            n_moe = sum(isinstance(m, MoE) for m in model.modules())
+            per_layer = [torch.cat(probe.experts[i::n_moe]) for i in range(n_moe)]
+            res["routing"] = routing_stats(per_layer, probe_ids, model.cfg.moe.n_experts)
+        if probe.depth:
+            res["depth"] = depth_entropy(probe.depth)
+        if probe.alpha:
+            a = torch.cat([x.flatten() for x in probe.alpha])
+            res["gates"] = {"clear": float((a < 0.1).float().mean()), "hold": float((a > 0.95).float().mean()),
+                            "mean_alpha": float(a.mean())}
+    return res

@@ -1,0 +1,155 @@
+"""Memory tasks generated on the fly from a seed, as batches for training and evaluation.
+
+Every task is byte-level (vocabulary 256) and teacher-forced: a batch is the token ids, the
+next-token targets, and a mask of the positions that are scored (the query keys, whose next
+token is the value to recall). Keys are ids below 128, values 128 and up, so no answer is ever
+a key. numpy only, so scenarios can draw the same sequences without torch.
+
+- mqar: N pairs with distinct keys and distinct values, then the N keys again in a new order.
+- segmented: segments of fresh pairs, closed by a separator, then the keys of the last segment
+  are queried. The fresh keys of all segments together exceed what one head's K = 32 state
+  holds. With `gone` > 0, that many keys of earlier segments are queried too, and their answer
+  is '.': a memory that cannot forget at the separator still recalls the old values.
+- two_timescales: a document fact ('#' then its value) at the start, read back at the very end,
+  with blocks of local pairs (keys reused from block to block with new values) in between:
+  local memory must clear at each separator while the fact must survive all of them.
+- text: byte-level language modelling (corpus.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+SEP = ord("|")          # closes a segment (segmented) or a block (two_timescales)
+QUERY = ord("?")        # opens the queries of segmented
+FACT = ord("#")         # marks the document fact of two_timescales
+GONE = ord(".")         # segmented: the answer for a key of an earlier segment
+KEY_IDS = np.array([i for i in range(128) if i not in (SEP, QUERY, FACT, GONE)])   # 124 keys, no marker
+VALUE_BASE, N_VALUES = 128, 128
+
+
+@dataclass
+class Batch:
+    ids: np.ndarray                   # (B, T) int64: the input
+    targets: np.ndarray               # (B, T) int64: the next token at each position
+    mask: np.ndarray                  # (B, T) bool: the scored positions
+    sep: np.ndarray | None = None     # (B, T) bool: separator positions (gate statistics)
+    groups: dict = field(default_factory=dict)   # name -> (B, T) bool: scored positions reported apart
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A task and its parameters, as the sidecar records them."""
+    name: str
+    pairs: int = 16             # mqar: pairs; segmented: pairs per segment; two_timescales: pairs per block
+    pairs_min: int = 0          # mqar: > 0 trains on pair counts pairs_min, 2 pairs_min, ... pairs (one per batch)
+    segments: int = 8           # segmented: segments; two_timescales: blocks
+    key_pool: int = 16          # two_timescales: local keys are drawn from this many
+    length: int = 256           # text: window length
+    mix: float = 0.0            # text: the share of each batch that is mqar at `pairs` (0: text only)
+    gone: int = 0               # segmented: keys of earlier segments also queried (answer '.')
+
+    def params(self) -> dict:
+        keep = {"mqar": ("pairs", "pairs_min"), "segmented": ("pairs", "segments", "gone"),
+                "two_timescales": ("pairs", "segments", "key_pool"), "text": ("length", "mix", "pairs")}[self.name]
+        return {k: getattr(self, k) for k in keep}
+
+
+TASKS = ("mqar", "segmented", "two_timescales", "text")
+DEFAULTS = {"mqar": TaskSpec("mqar", pairs=16), "segmented": TaskSpec("segmented", pairs=12, segments=8),
+            "two_timescales": TaskSpec("two_timescales", pairs=6, segments=8, key_pool=16),
+            "text": TaskSpec("text", length=256)}
+
+
+def _distinct(rng: np.random.Generator, B: int, pool: int, n: int) -> np.ndarray:
+    """(B, n) indices into range(pool), distinct within each row."""
+    return np.argsort(rng.random((B, pool)), axis=1)[:, :n]
+
+
+def _pairs(keys: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    return np.stack([keys, vals], axis=-1).reshape(keys.shape[0], -1)       # (B, 2n): k v k v ...
+
+
+def _finish(ids: np.ndarray, scored: np.ndarray, sep=None, groups=None) -> Batch:
+    """Targets are the next token; a scored position's target is the value that follows it."""
+    targets = np.concatenate([ids[:, 1:], np.zeros_like(ids[:, :1])], axis=1)
+    return Batch(ids.astype(np.int64), targets.astype(np.int64), scored, sep, groups or {})
+
+
+def mqar(rng: np.random.Generator, B: int, pairs: int) -> Batch:
+    if not 1 <= pairs <= min(len(KEY_IDS), N_VALUES):
+        raise ValueError(f"mqar pairs must be in 1..{min(len(KEY_IDS), N_VALUES)}, got {pairs}")
+    keys = KEY_IDS[_distinct(rng, B, len(KEY_IDS), pairs)]                  # (B, n)
+    vals = VALUE_BASE + _distinct(rng, B, N_VALUES, pairs)                   # (B, n)
+    order = _distinct(rng, B, pairs, pairs)                                  # (B, n): query order
+    query = _pairs(np.take_along_axis(keys, order, 1), np.take_along_axis(vals, order, 1))
+    ids = np.concatenate([_pairs(keys, vals), query], axis=1)                # (B, 4n)
+    scored = np.zeros(ids.shape, bool)
+    scored[:, 2 * pairs::2] = True                                           # each query key
+    return _finish(ids, scored)
+
+
+def segmented(rng: np.random.Generator, B: int, pairs: int, segments: int, gone: int = 0) -> Batch:
+    n = pairs * segments
+    if n > len(KEY_IDS) or pairs > N_VALUES:
+        raise ValueError(f"segmented needs pairs x segments <= {len(KEY_IDS)} fresh keys, got {pairs} x {segments}")
+    keys = KEY_IDS[_distinct(rng, B, len(KEY_IDS), n)].reshape(B, segments, pairs)     # fresh in every segment
+    vals = VALUE_BASE + np.stack([_distinct(rng, B, N_VALUES, pairs) for _ in range(segments)], 1)  # (B, S, P)
+    sep = np.full((B, 1), SEP)
+    parts = []
+    for s in range(segments):
+        parts += [_pairs(keys[:, s], vals[:, s])] + ([sep] if s < segments - 1 else [])
+    if gone and (segments < 2 or gone > (segments - 1) * pairs):
+        raise ValueError(f"segmented: {gone} gone keys need that many in {segments - 1} earlier segments")
+    old = _distinct(rng, B, max(1, (segments - 1) * pairs), gone)            # (B, G): keys of earlier segments
+    q_keys = np.concatenate([keys[:, -1], np.take_along_axis(keys[:, :-1].reshape(B, -1), old, 1)], 1)  # (B, P+G)
+    q_vals = np.concatenate([vals[:, -1], np.full((B, gone), GONE)], 1)
+    order = _distinct(rng, B, pairs + gone, pairs + gone)
+    parts += [np.full((B, 1), QUERY), _pairs(np.take_along_axis(q_keys, order, 1), np.take_along_axis(q_vals, order, 1))]
+    ids = np.concatenate(parts, axis=1)                                      # (B, S(2P+1) + 1 + 2(P+G))
+    scored = np.zeros(ids.shape, bool)
+    scored[:, ids.shape[1] - 2 * (pairs + gone)::2] = True
+    if not gone:
+        return _finish(ids, scored, sep=ids == SEP)
+    was_gone = scored & (np.concatenate([ids[:, 1:], np.zeros((B, 1), ids.dtype)], 1) == GONE)
+    return _finish(ids, scored, sep=ids == SEP, groups={"last": scored & ~was_gone, "gone": was_gone})
+
+
+def two_timescales(rng: np.random.Generator, B: int, pairs: int, blocks: int, key_pool: int) -> Batch:
+    if not pairs <= key_pool <= len(KEY_IDS):
+        raise ValueError(f"two_timescales needs pairs <= key_pool <= {len(KEY_IDS)}, got {pairs}, {key_pool}")
+    pool = KEY_IDS[_distinct(rng, B, len(KEY_IDS), key_pool)]                # (B, pool): this document's keys
+    fact = VALUE_BASE + rng.integers(0, N_VALUES, (B, 1))
+    parts, local = [np.full((B, 1), FACT), fact], []
+    for _ in range(blocks):
+        keys = np.take_along_axis(pool, _distinct(rng, B, key_pool, pairs), 1)        # (B, P): reused keys
+        vals = VALUE_BASE + _distinct(rng, B, N_VALUES, pairs)
+        order = _distinct(rng, B, pairs, pairs)
+        start = sum(p.shape[1] for p in parts) + 1 + 2 * pairs
+        local += list(range(start, start + 2 * pairs, 2))
+        parts += [np.full((B, 1), SEP), _pairs(keys, vals),
+                  _pairs(np.take_along_axis(keys, order, 1), np.take_along_axis(vals, order, 1))]
+    parts += [np.full((B, 1), SEP), np.full((B, 1), FACT), fact]
+    ids = np.concatenate(parts, axis=1)                                      # (B, 2 + blocks(4P + 1) + 3)
+    g_local = np.zeros(ids.shape, bool)
+    g_local[:, local] = True
+    g_fact = np.zeros(ids.shape, bool)
+    g_fact[:, -2] = True
+    return _finish(ids, g_local | g_fact, sep=ids == SEP, groups={"local": g_local, "fact": g_fact})
+
+
+def batch(spec: TaskSpec, rng: np.random.Generator, B: int, corpus=None, split: str = "train") -> Batch:
+    """One batch of a task. `corpus` (corpus.Corpus) is needed for text."""
+    if spec.name == "mqar" and spec.pairs_min and split == "train":
+        counts = [n for n in (spec.pairs_min << i for i in range(8)) if n <= spec.pairs]
+        return mqar(rng, B, int(rng.choice(counts)))
+    if spec.name == "mqar":
+        return mqar(rng, B, spec.pairs)
+    if spec.name == "segmented":
+        return segmented(rng, B, spec.pairs, spec.segments, spec.gone)
+    if spec.name == "two_timescales":
+        return two_timescales(rng, B, spec.pairs, spec.segments, spec.key_pool)
+    if spec.name == "text":
+        return corpus.batch(rng, B, spec.length, split)
+    raise ValueError(f"unknown task {spec.name!r} (one of {', '.join(TASKS)})")

@@ -1,0 +1,196 @@
+"""The checkpoints shipped in scenarios/weights: each loads, reproduces its sidecar's metrics on
+fresh sequences on the CPU within a stated tolerance, and the trained scenarios' captions state
+numbers that their frames show.
+
+Tolerances: fresh sequences (seed 99, not the sidecar's 1234) and fewer of them, so a rate may
+move by a few points; each test says what it allows."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from lineage.playback.session import Session
+from lineage.scenario import load
+from lineage.training import checkpoint
+from lineage.training.evaluate import evaluate
+from lineage.training.tasks import TaskSpec
+from tui.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+W = ROOT / "scenarios" / "weights"
+SHIPPED = sorted(p.stem for p in W.glob("*.safetensors"))
+SEED = 99
+
+
+def _run(name: str, sequences: int, pairs=None) -> tuple[dict, dict]:
+    model, meta = checkpoint.load(W / f"{name}.safetensors")
+    spec = TaskSpec(meta["task"], **meta["task_params"])
+    return evaluate(model, spec, seed=SEED, pairs=pairs, sequences=sequences), meta["metrics"]
+
+
+def test_the_lesson_set_is_shipped_within_30_mb():
+    want = {"tiny-softmax-mqar", "tiny-linear-mqar", "tiny-deltanet-mqar", "tiny-gated-deltanet-mqar",
+            "tiny-kda-mqar", "tiny-gated-deltanet-segmented", "tiny-kda-segmented", "tiny-deltanet-segmented",
+            "tiny-kda-two-timescales", "k3-mini-text"}
+    assert want <= set(SHIPPED)
+    assert sum(p.stat().st_size for p in W.iterdir()) <= 30 * 2**20
+    for name in SHIPPED:
+        meta = json.loads((W / f"{name}.json").read_text())
+        assert meta["command"].startswith(f"lineage train {meta['preset']} --task {meta['task']}")
+        assert meta["command"].endswith(f"-o {name}.safetensors") and meta["dtype"] == "float16"
+        assert "metrics" in meta and meta["steps_done"] <= meta["steps"]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_loads_in_float16_into_the_current_preset(name):
+    model, meta = checkpoint.load(W / f"{name}.safetensors")       # refuses a stale config hash
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+@pytest.mark.parametrize("name", ["tiny-deltanet-mqar", "tiny-kda-mqar"])
+def test_delta_family_recalls_95_percent_at_16_pairs(name):
+    res, side = _run(name, 48, [16])
+    assert res["accuracy_by_pairs"]["16"] >= 0.95
+    assert abs(res["accuracy_by_pairs"]["16"] - side["accuracy_by_pairs"]["16"]) <= 0.04
+
+
+def test_linear_attention_stays_at_most_30_percent():
+    res, _ = _run("tiny-linear-mqar", 48, [4, 16])
+    assert max(res["accuracy_by_pairs"].values()) <= 0.30
+
+
+@pytest.mark.parametrize("name", ["tiny-gated-deltanet-mqar", "tiny-softmax-mqar"])
+def test_undertrained_mqar_models_reproduce_their_sidecar(name):
+    """Below the issue's bar (their device time ran out, see BENCHMARKS.md); within 8 points."""
+    res, side = _run(name, 48, [16])
+    assert abs(res["accuracy_by_pairs"]["16"] - side["accuracy_by_pairs"]["16"]) <= 0.08
+
+
+def test_kda_segmented_clears_at_separators_and_needs_it():
+    res, side = _run("tiny-kda-segmented", 32)
+    g, sg = res["gates"], side["gates"]
+    assert res["accuracy"] >= 0.95
+    assert g["clear_sep"] >= 0.4 and g["clear_else"] <= 0.2 and g["hold_sep"] >= 0.15
+    for k in ("clear_sep", "hold_sep", "clear_else", "hold_else"):
+        assert abs(g[k] - sg[k]) <= 0.05, k
+    # forgetting nothing at the separators costs KDA about 9-11 points (sidecar 10.9); at least 5 here
+    assert res["accuracy"] - res["accuracy_no_forget_at_sep"] >= 0.05
+
+
+def test_gated_deltanet_segmented_clears_a_head_and_needs_it():
+    res, side = _run("tiny-gated-deltanet-segmented", 32)
+    assert abs(res["accuracy"] - side["accuracy"]) <= 0.08
+    assert res["gates"]["mean_alpha_sep"] < res["gates"]["mean_alpha_else"] - 0.2
+    assert res["accuracy"] - res["accuracy_no_forget_at_sep"] >= 0.10      # sidecar: 60 points
+
+
+def test_deltanet_control_on_segmented():
+    """The control: on this task (only the last segment queried) DeltaNet matches the gated
+    models; BENCHMARKS.md says so. It has no gate to force."""
+    res, side = _run("tiny-deltanet-segmented", 32)
+    assert res["accuracy"] >= 0.95 and "gates" not in res
+
+
+def test_kda_two_timescales_keeps_the_fact():
+    res, side = _run("tiny-kda-two-timescales", 32)
+    assert res["accuracy_local"] >= 0.95 and res["accuracy_fact"] >= 0.95
+    assert abs(res["gates"]["clear_sep"] - side["gates"]["clear_sep"]) <= 0.05
+    assert res["accuracy"] - res["accuracy_no_forget_at_sep"] >= 0.03       # sidecar: 7 points
+
+
+def test_k3_mini_text_bits_per_byte():
+    """Held-out bits per byte within 0.3 of the sidecar's: the corpus is this machine's standard
+    library, which differs by Python version from the one it was trained and measured on."""
+    res, side = _run("k3-mini-text", 16)
+    assert abs(res["bits_per_byte"] - side["bits_per_byte"]) <= 0.3 and res["bits_per_byte"] < 5.0
+    assert res["depth"]["attnres_entropy_rel"] < 0.99                        # moved off the uniform init
+    assert res["routing"]["load_max_over_mean"] >= 1.0
+
+
+def test_arena_orders_the_lineage(capsys):
+    assert main(["arena", "--json", "--sequences", "16"]) == 0
+    rows = {r["preset"]: r["accuracy"] for r in json.loads(capsys.readouterr().out)}
+    assert list(rows) == ["tiny-softmax", "tiny-linear", "tiny-deltanet", "tiny-gated-deltanet", "tiny-kda"]
+    for n in ("8", "16", "32"):
+        at = {p: acc[n] for p, acc in rows.items()}
+        assert min(at, key=at.get) == "tiny-linear"
+        assert min(at["tiny-deltanet"], at["tiny-kda"]) > max(at["tiny-gated-deltanet"], at["tiny-softmax"])
+    assert rows["tiny-kda"]["64"] > rows["tiny-linear"]["64"]
+
+
+# ----------------------------------------------------------------- captions against frames
+
+def _session(name: str) -> Session:
+    return Session(load(ROOT / "scenarios" / f"{name}.yaml"), device="cpu")
+
+
+def _caption(sc, at: int) -> str:
+    return next(c.text for c in sc.captions if c.at == at)
+
+
+def _recalled(s: Session, m: int, ids: list, positions) -> int:
+    return sum(int(s.frame(i).guesses(m).ids[0]) == ids[i + 1] for i in positions)
+
+
+def test_forgetting_captions():
+    s = _session("forgetting")
+    sc, ids = s.sc, s.sc.input.ids
+    seps = [i for i, x in enumerate(ids) if x == ord("|")]
+    kda = s.frame(seps[0]).decay(2, 0).alpha
+    assert f"clears {(kda < 0.1).sum()} of its {kda.size}" in _caption(sc, 24) and seps[0] == 24
+    assert f"holds {(kda > 0.95).sum()}" in _caption(sc, 24) and f"panel: {(kda[0] < 0.1).sum()} of 32" in _caption(sc, 24)
+    gdn = s.frame(seps[0]).decay(1, 1).alpha
+    assert f"alpha {gdn.min():.2f} in one head, {gdn.max():.2f} in the other" in _caption(sc, 24)
+    at_sep = np.mean([(s.frame(i).decay(2, 0).alpha < 0.1).mean() for i in seps])
+    between = np.mean([(s.frame(i).decay(2, 0).alpha < 0.1).mean() for i in range(ids.index(ord("?")))
+                       if ids[i] != ord("|")])
+    assert f"{between:.0%} of its layer-0 channels" in _caption(sc, 25) and f"against {at_sep:.0%}" in _caption(sc, 25)
+    q = ids.index(ord("?"))
+    pos = range(q + 1, len(ids) - 1, 2)
+    got = [_recalled(s, m, ids, pos) for m in range(3)]
+    assert 200 == q + 1
+    assert (f"KDA recalls {got[2]} of 12 and Gated DeltaNet {got[1]} of 12" in _caption(sc, 200)
+            and f"also recalls {got[0]} of 12" in _caption(sc, 200))
+
+
+def test_two_timescales_captions():
+    s = _session("two_timescales")
+    sc, ids = s.sc, s.sc.input.ids
+    seps = [i for i, x in enumerate(ids) if x == ord("|")]
+    a = np.stack([s.frame(i).decay(0, 0).alpha for i in seps])            # (separators, H, K)
+    clears = {int((x < 0.1).sum()) for x in a}
+    assert clears == {33} and "clears 33 of its 64" in _caption(sc, 2) and seps[0] == 2
+    assert f"{int((a > 0.95).all(0).sum())} channels hold (alpha > 0.95) at every separator" in _caption(sc, 2)
+    local = [sp + 13 + 2 * j for sp in seps[:-1] for j in range(6)]
+    assert f"recalls all {_recalled(s, 0, ids, local)} local queries" in _caption(sc, 3) and len(local) == 48
+    g = s.frame(len(ids) - 2).guesses(0)
+    assert int(g.ids[0]) == ids[1] == 225 and f"probability {g.probs[0]:.2f}" in _caption(sc, 203)
+
+
+def test_lineage_compare_captions():
+    s = _session("lineage_compare")
+    sc, ids = s.sc, s.sc.input.ids
+    got = [_recalled(s, m, ids, range(32, 64, 2)) for m in range(4)]
+    assert f"linear attention recalls {got[0]}, DeltaNet {got[1]}, Gated DeltaNet {got[2]}, KDA {got[3]}" \
+        in _caption(sc, 32)
+    lin = np.linalg.norm(s.frame(31).state(0, 0).quantity(0, "S"))
+    delta = np.linalg.norm(s.frame(31).state(1, 0).quantity(0, "S"))
+    kda = s.frame(31).decay(3, 0).alpha
+    text = _caption(sc, 31)
+    assert f"norm is {lin:.0f} in head 0" in text and f"instead: {delta:.2f}" in text
+    assert f"KDA holds {(kda > 0.95).sum()} of its {kda.size}" in text
+
+
+def test_tour_captions():
+    s = _session("tour")
+    sc = s.sc
+    assert all((s.frame(i).decay(0, 0).alpha[0] > 0.95).all() for i in range(83))
+    assert "holds all 32 channels of head 0 (alpha > 0.95) at every step" in _caption(sc, 4)
+    assert f"shared experts give {s.frame(12).routing(0, 1).shared_share:.0%}" in _caption(sc, 12)
+    assert f"reads {s.frame(24).depth(0).final[1]:.0%} from the first block" in _caption(sc, 24)
+    from lineage.tokenizer import ByteTokenizer
+    text = ByteTokenizer().decode(int(s.frame(i).guesses(0).ids[0]) for i in range(82, 100))
+    assert text.startswith("ten tan ") and "('ten tan', then spaces" in _caption(sc, 82)
+    assert "about 16K tokens" in _caption(sc, 300)

@@ -1,0 +1,322 @@
+"""`lineage train`, `lineage eval` and `lineage arena`: the command-line side of lineage.training
+(arguments, the progress bar, the printed tables). Bad input: one line on stderr, exit 2."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from scenarios import DIR as SCENARIO_DIR
+
+WEIGHTS_DIR = Path(SCENARIO_DIR) / "weights"
+ARENA = ("tiny-softmax", "tiny-linear", "tiny-deltanet", "tiny-gated-deltanet", "tiny-kda")
+ARENA_PAIRS = (4, 8, 16, 32, 64)
+
+
+def add_commands(sub) -> None:
+    pt = sub.add_parser("train", help="train a preset on a memory task; writes OUT.safetensors and OUT.json")
+    pt.add_argument("preset")
+    pt.add_argument("--task", required=True, help="mqar, segmented, two_timescales or text")
+    pt.add_argument("--steps", type=int, default=2000)
+    pt.add_argument("--batch", type=int, default=128)
+    pt.add_argument("--lr", type=float, default=3e-3)
+    pt.add_argument("--warmup", type=int, default=100)
+    pt.add_argument("--pairs", type=int, default=None, help="pairs (mqar), per segment (segmented), per block")
+    pt.add_argument("--pairs-min", type=int, default=None, help="mqar: also train on pairs_min, 2 pairs_min, ...")
+    pt.add_argument("--segments", type=int, default=None, help="segments (segmented) or blocks (two_timescales)")
+    pt.add_argument("--mix", type=float, default=None, help="text: share of batches that are MQAR")
+    pt.add_argument("--key-pool", type=int, default=None, help="two_timescales: local keys come from this many")
+    pt.add_argument("--gone", type=int, default=None, help="segmented: earlier keys also queried (answer '.')")
+    pt.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    pt.add_argument("--seed", type=int, default=0)
+    pt.add_argument("--fp32", action="store_true", help="keep float32 weights (default: float16)")
+    pt.add_argument("--checkpoint-every", type=int, default=250)
+    pt.add_argument("--eval-sequences", type=int, default=256, help="held-out sequences for the final metrics")
+    pt.add_argument("--stop-after", type=int, default=None, help="stop after this step of the --steps schedule")
+    pt.add_argument("--time-limit", type=float, default=None,
+                    help="stop after this many seconds; the sidecar's command then says --stop-after")
+    pt.add_argument("-o", "--output", required=True, help="OUT.safetensors (the recipe goes to OUT.json)")
+    pe = sub.add_parser("eval", help="held-out scores and mechanism statistics of a trained checkpoint")
+    pe.add_argument("checkpoint")
+    pe.add_argument("--task", default=None, help="default: the task it was trained on")
+    pe.add_argument("--pairs", default=None, help="mqar pair counts, e.g. 4,8,16,32,64")
+    pe.add_argument("--seed", type=int, default=1234)
+    pe.add_argument("--sequences", type=int, default=256)
+    pe.add_argument("--json", action="store_true")
+    pa = sub.add_parser("arena", help="MQAR accuracy against pairs for the shipped models of each mechanism")
+    pa.add_argument("--seed", type=int, default=1234)
+    pa.add_argument("--sequences", type=int, default=128)
+    pa.add_argument("--json", action="store_true")
+
+
+def _fail(cmd: str, msg: str) -> int:
+    print(f"lineage {cmd}: {msg}", file=sys.stderr)
+    return 2
+
+
+def _task_spec(name: str, given: dict, base: dict | None = None):
+    from dataclasses import replace
+    from lineage.training.tasks import DEFAULTS, TASKS
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r} (one of {', '.join(TASKS)})")
+    spec = replace(DEFAULTS[name], **(base or {}))
+    spec = replace(spec, **{k: v for k, v in given.items() if v is not None})
+    for k in ("pairs", "segments", "key_pool", "length"):
+        if getattr(spec, k) < 1:
+            raise ValueError(f"--{k.replace('_', '-')} must be at least 1, got {getattr(spec, k)}")
+    if not 0 <= spec.mix <= 1:
+        raise ValueError(f"--mix must be in [0, 1], got {spec.mix}")
+    return spec
+
+
+def _device(name: str):
+    import torch
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device here (try --device cpu)")
+    return torch.device(name)
+
+
+def train(args) -> int:
+    from lineage.presets import PRESETS, get_preset
+    out = Path(args.output)
+    try:
+        if args.preset not in PRESETS:
+            get_preset(args.preset)                       # raises with the known names
+        cfg = get_preset(args.preset)
+        if cfg.shape_only:
+            raise ValueError(f"preset {args.preset!r} is shape-only (arithmetic); train a runnable one, e.g. tiny-kda")
+        spec = _task_spec(args.task, {k: getattr(args, k) for k in ("pairs", "pairs_min", "segments", "key_pool", "mix", "gone")})
+        if args.steps < 1 or args.batch < 1 or not args.lr > 0 or args.warmup < 0 or args.checkpoint_every < 1 \
+                or (args.stop_after is not None and args.stop_after < 1) or args.eval_sequences < 1 \
+                or (args.time_limit or 1) <= 0:
+            raise ValueError("--steps, --batch, --checkpoint-every, --stop-after and --eval-sequences must be at least 1, "
+                             "--lr and --time-limit above 0, --warmup >= 0")
+        if out.suffix != ".safetensors":
+            raise ValueError(f"{out}: the output must end in .safetensors")
+        if not out.parent.is_dir():
+            raise ValueError(f"{out.parent}: no such directory")
+        if spec.name != "text":              # one sequence now: sizes the task cannot draw fail here, in one line
+            import numpy as np
+            from lineage.training.tasks import batch as draw_one
+            draw_one(spec, np.random.default_rng(0), 1)
+        device = _device(args.device)
+    except ValueError as e:
+        return _fail("train", str(e))
+    import platform
+    import torch
+    from lineage import __version__
+    from lineage.model import LM
+    from lineage.training import checkpoint
+    from lineage.training.loop import TrainSettings
+    from lineage.training.loop import train as run
+    corpus = None
+    if spec.name == "text":
+        from lineage.training.corpus import corpus as load_corpus
+        try:
+            corpus = load_corpus()
+        except ValueError as e:
+            return _fail("train", str(e))
+    torch.manual_seed(args.seed)
+    model = LM(cfg).to(device)
+    st = TrainSettings(steps=args.steps, batch=args.batch, lr=args.lr, warmup=min(args.warmup, args.steps),
+                       seed=args.seed, stop_after=args.stop_after)
+    task_flags = "".join(f" --{k.replace('_', '-')} {v}" for k, v in spec.params().items() if k != "length" and
+                         not (k in ("pairs_min", "mix", "gone") and not v))
+    command = (f"lineage train {args.preset} --task {spec.name}{task_flags} --steps {st.steps} --batch {st.batch} "
+               f"--lr {st.lr:g} --warmup {st.warmup} --seed {st.seed}{' --fp32' if args.fp32 else ''} "
+               f"--device {device.type}{{stop}} -o {out.name}")
+    meta = {"preset": cfg.name, "config_hash": checkpoint.config_hash(cfg), "task": spec.name,
+            "task_params": spec.params(), "steps": st.steps, "batch": st.batch, "lr": st.lr, "warmup": st.warmup,
+            "seed": st.seed, "device": device.type,
+            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
+            "dtype": "float32" if args.fp32 else "float16", "lineage": __version__, "torch": torch.__version__,
+            "python": platform.python_version(), "command": command}
+    if corpus is not None:
+        meta["corpus"] = corpus.describe()
+    t0 = time.perf_counter()
+
+    def save(step: int, final: dict | None = None) -> None:
+        stop = "" if step == st.steps else f" --stop-after {step}"
+        checkpoint.save(model, out, {**meta, "command": command.replace("{stop}", stop), "steps_done": step,
+                                     "wall_s": round(time.perf_counter() - t0, 1),
+                                     **({"metrics": final} if final else {})}, fp16=not args.fp32)
+
+    with _Progress(st.steps if st.stop_after is None else min(st.steps, st.stop_after)) as bar:
+        train_metrics = run(model, spec, st, device, corpus, on_step=bar.update, on_checkpoint=save,
+                            checkpoint_every=args.checkpoint_every, time_limit=args.time_limit)
+    done = train_metrics["steps_done"]
+    from lineage.training.evaluate import evaluate
+    wall = time.perf_counter() - t0
+    model_eval = model
+    if not args.fp32:                       # score what is shipped: the float16 weights, read back
+        save(done)
+        model_eval, _ = checkpoint.load(out, device)
+    pairs = list(ARENA_PAIRS) if spec.name == "mqar" else None
+    metrics = {**train_metrics, **evaluate(model_eval, spec, seed=1234, pairs=pairs, sequences=args.eval_sequences,
+                                                 device=device, corpus=corpus)}
+    meta["wall_s"] = round(wall, 1)
+    meta["tokens_per_s"] = round(bar.tokens / wall)
+    save(done, metrics)
+    print(f"{out}: {_headline(metrics)}  ({wall:.0f} s, {meta['tokens_per_s']:,} tokens/s on {meta['device_name']})")
+    return 0
+
+
+class _Progress:
+    """A rich progress bar with loss, accuracy, tokens/s and ETA; plain lines when not a terminal."""
+
+    def __init__(self, steps: int):
+        self.steps, self.tokens, self.t0 = steps, 0, time.perf_counter()
+        self.tty = sys.stdout.isatty()
+
+    def __enter__(self):
+        if self.tty:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+            self.bar = Progress(TextColumn("train"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("loss {task.fields[loss]:.3f}  acc {task.fields[acc]:.1%}  "
+                                           "{task.fields[tps]:,.0f} tok/s"), TimeRemainingColumn())
+            self.bar.__enter__()
+            self.task = self.bar.add_task("train", total=self.steps, loss=float("nan"), acc=0.0, tps=0.0)
+        return self
+
+    def update(self, step: int, loss: float, acc: float, tokens: int) -> None:
+        self.tokens += tokens
+        tps = self.tokens / max(1e-9, time.perf_counter() - self.t0)
+        if self.tty:
+            self.bar.update(self.task, completed=step + 1, loss=loss, acc=acc, tps=tps)
+        elif (step + 1) % max(1, min(self.steps // 10, 100)) == 0:
+            print(f"step {step + 1}/{self.steps}  loss {loss:.3f}  acc {acc:.1%}  {tps:,.0f} tok/s", flush=True)
+
+    def __exit__(self, *exc):
+        if self.tty:
+            self.bar.__exit__(*exc)
+
+
+def _headline(m: dict) -> str:
+    if "accuracy_by_pairs" in m and "bits_per_byte" not in m:
+        return "accuracy " + ", ".join(f"{k} pairs {v:.1%}" for k, v in m["accuracy_by_pairs"].items())
+    parts = []
+    if "bits_per_byte" in m:
+        parts.append(f"{m['bits_per_byte']:.3f} bits/byte held out")
+    for k in ("accuracy", "accuracy_local", "accuracy_fact", "accuracy_no_forget_at_sep"):
+        if k in m:
+            parts.append(f"{k.replace('_', ' ')} {m[k]:.1%}")
+    if "accuracy_by_pairs" in m:
+        parts.append("mqar " + ", ".join(f"{k}: {v:.1%}" for k, v in m["accuracy_by_pairs"].items()))
+    return "; ".join(parts)
+
+
+def _pairs(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        vals = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise ValueError(f"--pairs takes whole numbers separated by commas, got {text!r}") from None
+    if not vals or any(not 1 <= v <= 125 for v in vals):
+        raise ValueError(f"--pairs: each count must be in 1..125, got {text!r}")
+    return vals
+
+
+def evaluate(args) -> int:
+    try:
+        if args.sequences < 1:
+            raise ValueError("--sequences must be at least 1")
+        pairs = _pairs(args.pairs)
+        from lineage.training import checkpoint
+        if not Path(args.checkpoint).is_file():
+            raise ValueError(f"{args.checkpoint}: no such file")
+        meta = checkpoint.read_sidecar(args.checkpoint)
+        trained = meta.get("task")
+        name = args.task or trained
+        spec = _task_spec(name, {}, meta.get("task_params") if name == trained else None)
+        model, meta = checkpoint.load(args.checkpoint)
+        corpus = None
+        if spec.name == "text":
+            from lineage.training.corpus import corpus as load_corpus
+            corpus = load_corpus()
+    except ValueError as e:
+        return _fail("eval", str(e))
+    from lineage.training.evaluate import evaluate as run
+    t0 = time.perf_counter()
+    res = run(model, spec, seed=args.seed, pairs=pairs, sequences=args.sequences, corpus=corpus)
+    res["eval_s"] = round(time.perf_counter() - t0, 2)
+    if args.json:
+        print(json.dumps(res, indent=2))
+        return 0
+    print(f"{args.checkpoint} ({meta['preset']}, trained on {trained}): {spec.name}, seed {args.seed}")
+    for k, v in res.get("accuracy_by_pairs", {}).items():
+        print(f"  {k:>3} pairs  accuracy {v:6.1%}")
+    for k in ("accuracy", "accuracy_local", "accuracy_fact", "accuracy_no_forget_at_sep",
+              "accuracy_local_no_forget", "accuracy_fact_no_forget"):
+        if k in res:
+            print(f"  {k.replace('_', ' '):<38} {res[k]:6.1%}")
+    if "bits_per_byte" in res:
+        print(f"  bits per byte (held out)               {res['bits_per_byte']:.3f}")
+    g = res.get("gates")
+    if g and "clear_sep" in g:
+        print(f"  alpha < 0.1   at separators {g['clear_sep']:6.1%}   elsewhere {g['clear_else']:6.1%}")
+        print(f"  alpha > 0.95  at separators {g['hold_sep']:6.1%}   elsewhere {g['hold_else']:6.1%}")
+        print(f"  mean alpha    at separators {g['mean_alpha_sep']:.3f}    elsewhere {g['mean_alpha_else']:.3f}")
+    elif g:
+        print(f"  alpha < 0.1 {g['clear']:.1%}, > 0.95 {g['hold']:.1%}, mean {g['mean_alpha']:.3f}")
+    r = res.get("routing")
+    if r:
+        print(f"  expert load max/mean {r['load_max_over_mean']:.2f} (worst layer {r['load_worst_layer']:.2f})")
+        print("  share of a byte class's choices on its top-k experts (uniform "
+              f"{r['uniform_top_k_share']:.1%}): " + ", ".join(f"{c} {v:.0%}" for c, v in r["class_top_k_share"].items()))
+    d = res.get("depth")
+    if d:
+        print(f"  AttnRes weight entropy {d['attnres_entropy']:.3f} nats ({d['attnres_entropy_rel']:.0%} of uniform)")
+    print(f"  ({res['eval_s']:.1f} s)")
+    return 0
+
+
+def arena_rows(seed: int = 1234, sequences: int = 128) -> list[dict]:
+    """MQAR accuracy at each pair count for each shipped tiny-*-mqar model."""
+    from lineage.training import checkpoint
+    from lineage.training.evaluate import evaluate as run
+    from lineage.training.tasks import TaskSpec
+    rows = []
+    for preset in ARENA:
+        path = WEIGHTS_DIR / f"{preset}-mqar.safetensors"
+        if not path.is_file():
+            continue
+        model, meta = checkpoint.load(path)
+        res = run(model, TaskSpec("mqar"), seed=seed, pairs=list(ARENA_PAIRS), sequences=sequences)
+        rows.append({"preset": preset, "state_bytes": _state(preset), "accuracy": res["accuracy_by_pairs"]})
+    return rows
+
+
+def _state(preset: str) -> str:
+    from lineage.presets import get_preset
+    cfg = get_preset(preset)
+    sub = cfg.mixer_config(cfg.mixers[0])
+    return "cache grows" if cfg.mixers[0] == "softmax" else f"{sub.state_bytes() * cfg.n_layers:,} B"
+
+
+def arena(args) -> int:
+    if args.sequences < 1:
+        return _fail("arena", "--sequences must be at least 1")
+    try:
+        rows = arena_rows(args.seed, args.sequences)
+    except ValueError as e:
+        return _fail("arena", str(e))
+    if not rows:
+        return _fail("arena", f"no shipped MQAR models in {WEIGHTS_DIR}")
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(arena_table(rows))
+    return 0
+
+
+def arena_table(rows: list[dict]) -> str:
+    head = "| model | state | " + " | ".join(f"{n} pairs" for n in ARENA_PAIRS) + " |"
+    lines = [head, "|" + "---|" * (2 + len(ARENA_PAIRS))]
+    for r in rows:
+        lines.append(f"| {r['preset']} | {r['state_bytes']} | " +
+                     " | ".join(f"{r['accuracy'][str(n)]:.1%}" for n in ARENA_PAIRS) + " |")
+    return "\n".join(lines)
