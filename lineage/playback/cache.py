@@ -48,8 +48,9 @@ def _code_digest() -> str:
 
 
 def _checkpoints(tree) -> list[str]:
+    """Every weights file or checkpoint directory (`pretrained`) the scenario names."""
     if isinstance(tree, dict):
-        return [v for k, v in tree.items() if k == "checkpoint" and isinstance(v, str)] + \
+        return [v for k, v in tree.items() if k in ("checkpoint", "pretrained") and isinstance(v, str)] + \
                [c for v in tree.values() for c in _checkpoints(v)]
     if isinstance(tree, list):
         return [c for v in tree for c in _checkpoints(v)]
@@ -62,9 +63,11 @@ def key(sc: Scenario) -> str:
     h.update((sc.text or "").encode() + b"\0" + str(base).encode() + b"\0" + _code_digest().encode())
     for name in _checkpoints(sc.model_dump()):
         path = Path(name) if Path(name).is_absolute() or base is None else base / name
-        try:
-            st = path.stat()
-            h.update(f"{path}:{st.st_size}:{st.st_mtime_ns}".encode())
+        try:                   # a checkpoint directory: each of its files (config, shards, tokenizer)
+            files = sorted(path.iterdir()) if path.is_dir() else [path]
+            for f in files:
+                st = f.stat()
+                h.update(f"{f}:{st.st_size}:{st.st_mtime_ns}".encode())
         except OSError:
             h.update(f"{path}:missing".encode())
     for name in _SETTINGS:

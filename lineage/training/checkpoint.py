@@ -18,9 +18,30 @@ MAX_SIDECAR = 1 << 20
 
 
 def config_hash(cfg) -> str:
-    """A short digest of every field of a config: a preset edited after training no longer matches."""
-    text = json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=str)
+    """A short digest of the fields of a config that differ from their defaults: a preset edited
+    after training no longer matches, while an option added later with a default that keeps the
+    old behaviour (as real checkpoints' router and attention options were) does not orphan files."""
+    text = json.dumps(_set_fields(cfg), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _set_fields(obj):
+    if dataclasses.is_dataclass(obj):
+        out = {}
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if f.default is not dataclasses.MISSING:
+                default = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+            else:
+                default = dataclasses.MISSING
+            if default is dataclasses.MISSING or value != default:
+                out[f.name] = _set_fields(value)
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [_set_fields(x) for x in obj]
+    return obj
 
 
 def sidecar_path(path: str | Path) -> Path:

@@ -76,7 +76,7 @@ def test_an_entry_of_another_scenario_under_the_key_is_not_trusted(tmp_path, cap
 
 
 def test_the_key_follows_the_text_the_place_and_the_code(tmp_path, monkeypatch):
-    tour = (SC / "tour.yaml").read_text()
+    tour = (SC / "tour_random.yaml").read_text()
     a = tmp_path / "a.yaml"
     a.write_text(tour)
     k = cache.key(load(a))
@@ -207,3 +207,19 @@ def test_closing_under_a_reader_stops_it_and_keeps_the_entry(tmp_path, capsys, c
     reader = TraceReader(entry)                            # the longer run was published, whole
     assert len(reader) == max(12, session.made)
     reader.close()
+
+
+def test_the_key_follows_a_checkpoint_directorys_files(tmp_path):
+    """A real checkpoint is a directory: rewriting a shard in place must change the key too."""
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text('{"model_type": "gpt2", "n_layer": 1, "n_head": 2, "n_embd": 8, '
+                                      '"vocab_size": 16, "n_positions": 32}')
+    shard = ckpt / "model.safetensors"
+    shard.write_bytes(b"one")
+    sc = tmp_path / "s.yaml"
+    sc.write_text("version: 1\ntitle: t\nmodel: {pretrained: ckpt}\ninput: {ids: [1, 2]}\n"
+                  "panels: [{kind: tokens}]\n")
+    k = cache.key(load(sc))
+    shard.write_bytes(b"two!")
+    assert cache.key(load(sc)) != k
