@@ -2,9 +2,27 @@
 over a prefill and then token by token against transformers with its own cache."""
 from __future__ import annotations
 
+import importlib
+import sys
+
 import torch
 
 import lineage
+
+
+def import_cpu_models(*modules: str) -> None:
+    """Import transformers' modeling modules with fla hidden. transformers chooses fla's Triton
+    kernels when it can import fla, at the moment a modeling module is imported, and those kernels
+    refuse CPU tensors: on a GPU box with fla installed the CPU comparisons below would run into
+    them. Hidden, it takes its own PyTorch paths, which are what these tests compare against."""
+    saved = {k: sys.modules.pop(k) for k in list(sys.modules) if k == "fla" or k.startswith("fla.")}
+    sys.modules["fla"] = None                   # None in sys.modules: `import fla` raises ImportError
+    try:
+        for m in modules:
+            importlib.import_module(f"transformers.models.{m}")
+    finally:
+        del sys.modules["fla"]
+        sys.modules.update(saved)
 
 
 def save(ref, path) -> None:

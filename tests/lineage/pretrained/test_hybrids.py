@@ -6,6 +6,9 @@ import pytest
 
 pytest.importorskip("transformers")
 import torch  # noqa: E402
+from .helpers import import_cpu_models  # noqa: E402
+
+import_cpu_models("qwen3_next.modeling_qwen3_next", "kimi_linear.modeling_kimi_linear")
 from transformers import KimiLinearConfig, KimiLinearForCausalLM, Qwen3NextConfig, Qwen3NextForCausalLM  # noqa: E402
 
 import lineage  # noqa: E402
