@@ -28,6 +28,13 @@ def heat_rows(m: np.ndarray, scale: float | None = None, max_cols: int = 64) -> 
     return ["".join(_glyph(v, scale) for v in row[::step]) for row in m]
 
 
+def ramp_rows(M: np.ndarray) -> list[str]:
+    """(rows, steps) values in [0, 1] as text: a glyph per step (blank 0 to @ 1), then the newest value."""
+    ramp = " .:-=+*#%@"
+    return [f"  {c:>3} " + "".join(ramp[min(9, int(a * 9.999))] for a in row) + f"  {row[-1]:.3f}"
+            for c, row in enumerate(M)]
+
+
 def fmt_bytes(n: float) -> str:
     for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= div:

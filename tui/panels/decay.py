@@ -9,7 +9,7 @@ from lineage.configs import DECAY_MIXERS
 from ..widgets.heatmap import Heatmap, colour_bar
 from ..widgets.text_box import TextBox
 from .base import SweepPanel
-from .common import model_name, pick_layer
+from .common import model_name, pick_layer, ramp_rows
 
 
 def text_form(cur, i: int, p: dict, width: int) -> list[str]:
@@ -28,11 +28,9 @@ def text_form(cur, i: int, p: dict, width: int) -> list[str]:
     if not cols:
         return ["decay: no decay recorded"]
     A = np.stack(cols, axis=1)                                           # (channels, recent steps)
-    ramp = " .:-=+*#%@"
     lines = [f"decay: {model_name(info, m)} layer {layer} head {h}: alpha = exp(g) per "
              f"{'channel' if A.shape[0] > 1 else 'head'}, last {A.shape[1]} steps (@ holds, blank clears)"]
-    for c, row in enumerate(A):
-        lines.append(f"  {c:>3} " + "".join(ramp[min(9, int(a * 9.999))] for a in row) + f"  {row[-1]:.3f}")
+    lines += ramp_rows(A)
     keep = A[:, -1]
     lines.append(f"  now: {int((keep > 0.9).sum())} of {keep.size} rows hold (alpha > 0.9), "
                  f"{int((keep < 0.1).sum())} clear (alpha < 0.1)")

@@ -7,7 +7,7 @@ import numpy as np
 from ..widgets.heatmap import Heatmap, colour_bar
 from ..widgets.text_box import TextBox
 from .base import SweepPanel
-from .common import model_name, pick_layer
+from .common import model_name, pick_layer, ramp_rows
 
 KINDS = ("mla",)
 
@@ -29,11 +29,9 @@ def text_form(cur, i: int, p: dict, width: int) -> list[str]:
     if not cols:
         return [f"gate: layer {layer} of {model_name(info, m)} has no output gate (plain MLA)"]
     G = np.stack(cols, axis=1)                                           # (channels, recent steps)
-    ramp = " .:-=+*#%@"
     lines = [f"gate: {model_name(info, m)} layer {layer} head {h}: sigmoid(g_proj(x)) per value channel, "
              f"last {G.shape[1]} steps (@ passes, blank drops)"]
-    for c, row in enumerate(G):
-        lines.append(f"  {c:>3} " + "".join(ramp[min(9, int(a * 9.999))] for a in row) + f"  {row[-1]:.3f}")
+    lines += ramp_rows(G)
     now = G[:, -1]
     lines.append(f"  now: mean {now.mean():.3f}, min {now.min():.3f}, max {now.max():.3f}; "
                  f"{int((now > 0.9).sum())} of {now.size} channels pass (> 0.9), {int((now < 0.1).sum())} drop (< 0.1)")
