@@ -90,17 +90,6 @@ def model_memory(cfg, context: int, cache_dtype_bytes: int = 2, state_dtype_byte
             "dtypes": f"{cache_name} cache, {state_name} state" + (f", {cache_name} conv cache" if conv else "")}
 
 
-def config_from_dict(d: dict):
-    """A ModelConfig back from its plain-dict form (a trace's info keeps configs as dicts)."""
-    from . import configs as C              # here: configs imports this module
-    sub = {field: cls(**d[field]) for field, cls in list(C.MIXER_CONFIGS.values()) + list(C.FFN_CONFIGS.values())
-           if d.get(field) is not None}
-    if d.get("attnres") is not None:
-        sub["attnres"] = C.AttnResConfig(**d["attnres"])
-    rest = {k: (tuple(v) if k in ("mixers", "ffns") else v) for k, v in d.items() if k not in sub and k != "attnres"}
-    return C.ModelConfig(**rest, **sub)
-
-
 def batch_per_card(context: int, bytes_per_token: int, weight_bytes: int, card_bytes: int = H200_BYTES,
                    state_bytes: int = 0) -> int:
     """Sequences that fit beside the weights. Weights are fixed, the cache grows with context,
@@ -118,31 +107,27 @@ def chunk_flops(L: int, d: int, C: int) -> int:
 
 # ------------------------------------------------------------------- a running model's bytes
 
-def measured_memory(layers: list[dict], config: dict, dtype_bytes: int | None = None) -> dict:
+def measured_memory(layers: list[dict], cfg, dtype_bytes: int | None = None) -> dict:
     """What a running model held at one frame, from its layers' frame meta (cache_len,
-    cache_bytes, state_bytes) and its config as a plain dict (a trace's info): tokens cached,
-    the MLA latent and softmax KV caches, the fixed part by `model_memory` in the element size
-    the model ran in (S measured, plus the short-convolution caches), per-token rates to project
-    with, and what the MLA layers would cache as plain multi-head K and V."""
-    mixers = config["mixers"]
+    cache_bytes, state_bytes) and its ModelConfig (a replay rebuilds it from the trace's info):
+    tokens cached, the MLA latent and softmax KV caches, the fixed part by `model_memory` in the
+    element size the model ran in (S measured, plus the short-convolution caches), per-token
+    rates to project with, and what the MLA layers would cache as plain multi-head K and V."""
+    mixers = cfg.mixers
     n_tok = max((l.get("cache_len", 0) for l in layers), default=0)
     latent = sum(l.get("cache_bytes", 0) for l, k in zip(layers, mixers) if k == "mla")
     kv = sum(l.get("cache_bytes", 0) for l, k in zip(layers, mixers) if k == "softmax")
     measured_S = sum(l.get("state_bytes", 0) for l in layers)
     # plain MHA at the same heads and dims, in the element size the latent was measured in
-    mla = config.get("mla")
+    mla = cfg.mla
     n_mla = mixers.count("mla")
-    elem = (latent / n_tok / n_mla / (mla["kv_lora_rank"] + mla["qk_rope_head_dim"])) if (n_tok and n_mla) else 4
-    kv_equiv = n_mla * mla["n_heads"] * (mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"] + mla["v_head_dim"]) * elem if mla else 0
-    try:
-        cfg = config_from_dict(config)
-        if dtype_bytes is None:                 # the element size S was measured in
-            elements = model_memory(cfg, 0, 1, 1)["matrix_bytes"]
-            dtype_bytes = round(measured_S / elements) if measured_S and elements else round(elem)
-        account = model_memory(cfg, n_tok, int(dtype_bytes), int(dtype_bytes))
-        conv, dtypes = account["conv_bytes"], account["dtypes"]
-    except (TypeError, KeyError, ValueError):     # a stranger's trace whose config does not rebuild
-        conv, dtypes = 0, "state: S only (the config did not rebuild)"
+    elem = (latent / n_tok / n_mla / (mla.kv_lora_rank + mla.qk_rope_head_dim)) if (n_tok and n_mla) else 4
+    kv_equiv = n_mla * mla.n_heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim) * elem if mla else 0
+    if dtype_bytes is None:                 # the element size S was measured in
+        elements = model_memory(cfg, 0, 1, 1)["matrix_bytes"]
+        dtype_bytes = round(measured_S / elements) if measured_S and elements else round(elem)
+    account = model_memory(cfg, n_tok, int(dtype_bytes), int(dtype_bytes))
+    conv, dtypes = account["conv_bytes"], account["dtypes"]
     return {"tokens": n_tok, "latent": latent, "kv": kv, "state": measured_S + conv, "conv": conv,
             "dtypes": dtypes,
             "latent_per_tok": latent / n_tok if n_tok else 0.0, "kv_per_tok": kv / n_tok if n_tok else 0.0,

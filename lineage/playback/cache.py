@@ -81,7 +81,7 @@ class Held(Cursor):
 
     def __init__(self, replay: Replay, total: int):
         super().__init__()
-        self.replay, self.total, self.info = replay, total, replay.info
+        self.replay, self.total, self.info, self.configs = replay, total, replay.info, replay.configs
 
     @property
     def made(self) -> int:
@@ -104,7 +104,7 @@ class Warm(Cursor):
     def __init__(self, held: Held, sc: Scenario):
         super().__init__()
         self.held, self.sc = held, sc
-        self.total, self.info = held.total, held.info
+        self.total, self.info, self.configs = held.total, held.info, held.configs
         self.session: Session | None = None
         self._lock = threading.Lock()
         self._closed = False

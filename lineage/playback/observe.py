@@ -169,9 +169,9 @@ class Views:
                       if (w := self._array(m, f"attnres{j}", layer)) is not None)
         return DepthView(reads, self._array(m, "attnres_final"))
 
-    def cache(self, m: int, config: dict) -> CacheView:
-        """config: the model's config as a plain dict (a trace's info)."""
-        return CacheView(**measured_memory(self.meta["models"][m]["layers"], config))
+    def cache(self, m: int, cfg) -> CacheView:
+        """cfg: the model's ModelConfig (`cursor.model_config(m)`)."""
+        return CacheView(**measured_memory(self.meta["models"][m]["layers"], cfg))
 
     def gate(self, m: int, layer: int) -> np.ndarray | None:
         """(H, dv) gated MLA's output gate, sigmoid(g_proj(x)): how much of each channel's

@@ -9,6 +9,7 @@ A long way forward can report its progress and be stopped between two steps (`fr
 """
 from __future__ import annotations
 
+import functools
 import threading
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from . import observe
 from .frame import Frame
 from .runners import make_runner
 from .store import FrameStore
-from .trace import MAGIC, TraceReader, TraceWriter
+from .trace import MAGIC, TraceReader, TraceWriter, info_configs
 
 
 class Stopped(Exception):
@@ -35,6 +36,15 @@ class Cursor:
 
     def __init__(self):
         self.index = 0
+
+    @functools.cached_property
+    def configs(self) -> list:
+        """Each model's ModelConfig rebuilt from `info` (None for a toy memory), once per cursor:
+        what panels read, never the info's plain dicts. A cursor over a reader sets it from there."""
+        return info_configs(self.info)
+
+    def model_config(self, m: int):
+        return self.configs[m]
 
     def frame(self, i: int, progress=None, stop=None) -> Frame:
         """Frame i. Where frames must be made first, `progress(made, needed)` is called after
@@ -94,6 +104,7 @@ class Session(Cursor):
                      "figure": sc.figure.model_dump() if sc.figure is not None else None,
                      "device": self.runner.device, "dtype": sc.dtype, "backend": self.runner.backend,
                      "decoding": sc.decoding.model_dump(), "notes": self.notes}
+        self.configs = info_configs(self.info)       # the same objects a replay of its trace rebuilds
 
     @property
     def made(self) -> int:
@@ -155,7 +166,7 @@ class Replay(Cursor):
     def __init__(self, path: str | Path, salvage: bool = False):
         super().__init__()
         self.reader = TraceReader(path, salvage=salvage)
-        self.info = self.reader.info
+        self.info, self.configs = self.reader.info, self.reader.configs
         self.total = len(self.reader)
         self.scenario_text = self.reader.scenario_text
         self._cache: dict[int, Frame] = {}

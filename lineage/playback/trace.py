@@ -27,6 +27,8 @@ import struct
 import zlib
 from pathlib import Path
 
+from ..config_dict import config_from_dict
+from ..configs import ConfigError
 from ..escapes import visible_tree
 from ..files import open_regular, publish
 from .frame import Frame
@@ -162,9 +164,15 @@ class TraceReader:
             raise TraceError(f"{self.path}: corrupt or empty: no header record")
         if not (isinstance(header.get("scenario"), str) and isinstance(header.get("info"), dict)):
             raise TraceError(f"{self.path}: corrupt: the header lacks its scenario text or info")
-        problem = _info_problem(header["info"])
-        if problem is not None:
-            raise TraceError(f"{self.path}: corrupt: the header's info {problem}")
+        info = visible_tree(header["info"])     # its title is shown on a terminal, a bad config's name too
+        bad = _info_problem(info)
+        if bad is None:
+            try:
+                self.configs = info_configs(info)
+            except ConfigError as e:
+                bad = str(e)
+        if bad is not None:
+            raise TraceError(f"{self.path}: corrupt: the header's info {bad}")
         if header.get("format") != FORMAT:
             raise TraceError(f"{self.path}: trace format {header.get('format')} is not supported (this lineage reads {FORMAT})")
         if footer is None and problem is None:
@@ -183,7 +191,7 @@ class TraceReader:
             self.truncated = True
         self.header = header
         self.scenario_text: str = header["scenario"]
-        self.info: dict = visible_tree(header["info"])      # its title is shown on a terminal
+        self.info: dict = info
 
     def _payload(self, offset: int, n: int, crc: int, what: str, cap: int = MAX_FRAME_BYTES) -> bytes:
         self._f.seek(offset)
@@ -247,7 +255,19 @@ def _info_problem(info: dict) -> str | None:
     if not isinstance(models, list):
         return "has no list of models"
     for m, model in enumerate(models):
-        if not (isinstance(model, dict) and isinstance(model.get("kind"), str) and isinstance(model.get("name"), str)
-                and (model.get("config") is None or isinstance(model.get("config"), dict))):
+        if not (isinstance(model, dict) and model.get("kind") in ("lm", "memory") and isinstance(model.get("name"), str)
+                and (model["kind"] == "memory" or isinstance(model.get("config"), dict))):
             return f"has a model {m} without its kind, name or config"
     return None
+
+
+def info_configs(info: dict) -> list:
+    """Each model's ModelConfig rebuilt from an info's plain dicts (None for a toy memory: it has
+    none); a ConfigError names the model and the field. What panels read instead of the dicts."""
+    out = []
+    for m, model in enumerate(info["models"]):
+        try:
+            out.append(config_from_dict(model["config"]) if model["kind"] == "lm" else None)
+        except ConfigError as e:
+            raise ConfigError(f"has a bad config for model {m} ({model['name']}): {e}", e.field) from None
+    return out

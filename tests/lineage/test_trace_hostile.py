@@ -1,6 +1,7 @@
 """Trace files built to hurt: huge declared lengths, zlib bombs, JSON nested a million deep,
 bogus tables, special files. Each must be one line and exit 2, in bounded memory, through every
 command that reads a trace (`--salvage` included). How fast: tests/benchmarks/hostile_traces.py."""
+import dataclasses
 import hashlib
 import json
 import os
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 from lineage.playback.frame import Frame
+from lineage.presets import get_preset
 from lineage.playback.trace import MAGIC, TraceError, TraceReader, TraceWriter
 from tui.cli import main
 
@@ -48,6 +50,15 @@ def _header(**over) -> bytes:
     return _rec(b"H", json.dumps(head).encode())
 
 
+def _lm_info(**over) -> dict:
+    """A trace info with one language model whose config dict is tiny-kda's, some keys replaced
+    (a dict value is merged into that section)."""
+    cfg = dataclasses.asdict(get_preset("tiny-kda"))
+    for k, v in over.items():
+        cfg[k] = cfg[k] | v if isinstance(v, dict) else v
+    return {"title": "t", "models": [{"name": "m", "kind": "lm", "config": cfg}]}
+
+
 def _frame_bytes(table: list, body: bytes = b"", step: int = 0) -> bytes:
     head = json.dumps({"step": step, "meta": {}, "arrays": table}).encode()
     return struct.pack("<I", len(head)) + head + body
@@ -77,6 +88,12 @@ def _hostile() -> dict[str, bytes]:
         "header_is_a_string": _trace([_rec(b"H", b'"hello"')]),
         "info_without_models": _trace([_header(info={"title": "t"})]),
         "info_model_without_kind": _trace([_header(info={"title": "t", "models": [{"name": "m"}]})]),
+        "config_wrong_type": _trace([_header(info=_lm_info(kda={"n_heads": "two"}))]),
+        "config_unknown_mixer": _trace([_header(info=_lm_info(mixers=["mamba", "kda"]))]),
+        "config_not_a_mapping": _trace([_header(info={"title": "t", "models": [
+            {"name": "m", "kind": "lm", "config": [1, 2]}]})]),
+        "config_unknown_field_set": _trace([_header(info=_lm_info(flux_capacitor=3))]),
+        "model_of_unknown_kind": _trace([_header(info={"title": "t", "models": [{"name": "m", "kind": "ghost"}]})]),
         "frame_truncated_zlib": _trace([_header(), (lambda z: REC.pack(b"F", len(z), zlib.crc32(z)) + z)(
             zlib.compress(ok)[:-6])]),
     }

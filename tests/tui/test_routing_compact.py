@@ -1,6 +1,7 @@
 """The routing panel with a real checkpoint's 256-512 experts: one compact strip, not a map."""
 import numpy as np
 
+from lineage.configs import MoEConfig
 from lineage.playback.observe import RoutingView
 from tui.panels.routing import COMPACT, _compact_text, strip
 
@@ -21,7 +22,7 @@ def test_strip_marks_this_tokens_experts_and_the_load():
 
 
 def test_compact_text_is_a_few_rows():
-    moe = {"top_k": 3, "n_shared": 1}
+    moe = MoEConfig(n_experts=512, top_k=3, n_shared=1)
     lines = _compact_text(view(), 512, moe, "kimi", 1, 80)
     assert len(lines) == 2 + 512 // 64 and 512 > COMPACT
     assert lines[1].startswith("  e0   ") and lines[1][7 + 3] == "#" and lines[1][7 + 7] == "+"

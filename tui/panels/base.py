@@ -128,16 +128,17 @@ class Panel(Vertical, can_focus=True):
     LAYER_KINDS: tuple = ()
     pickable = False
 
-    def drawable_layers(self, info: dict) -> list[int]:
-        m = info["models"][self.options.get("model", 0)]
-        if m["kind"] == "memory":
+    def drawable_layers(self, cursor) -> list[int]:
+        m = self.options.get("model", 0)
+        cfg = cursor.model_config(m)
+        if cfg is None:             # a toy memory: one layer
             return [0]
-        watch = m.get("watch")      # a real checkpoint's frames hold the watched layers only
-        return [i for i, k in enumerate(m["config"]["mixers"]) if k in self.LAYER_KINDS and (watch is None or i in watch)]
+        watch = cursor.info["models"][m].get("watch")   # a real checkpoint's frames hold the watched layers only
+        return [i for i, k in enumerate(cfg.mixers) if k in self.LAYER_KINDS and (watch is None or i in watch)]
 
-    def current_layer(self, info: dict) -> int | None:
+    def current_layer(self, cursor) -> int | None:
         """The layer to draw: the one asked for if it has something to show, else the first that does."""
-        layers = self.drawable_layers(info)
+        layers = self.drawable_layers(cursor)
         if not layers:
             return None
         if self.options.get("layer") not in layers:
@@ -145,7 +146,7 @@ class Panel(Vertical, can_focus=True):
         return self.options["layer"]
 
     def pick_layer(self, delta: int) -> bool:
-        layers = self.drawable_layers(self._shown[0].info) if self.pickable and self._shown else []
+        layers = self.drawable_layers(self._shown[0]) if self.pickable and self._shown else []
         if len(layers) < 2:
             return False
         j = layers.index(self.options["layer"]) if self.options.get("layer") in layers else 0

@@ -17,7 +17,7 @@ def text_form(cur, i: int, p: dict, width: int) -> list[str]:
     for m, model in enumerate(info["models"]):
         if model["kind"] != "lm":
             continue
-        b = f.cache(m, model["config"])
+        b = f.cache(m, cur.model_config(m))
         cache_b, n_tok, state_b = b.cache, b.tokens, b.state
         per_tok = cache_b / n_tok if n_tok else 0.0
         lines.append(f"  {model['name']}: {n_tok} tokens cached, cache {fmt_bytes(cache_b)} "
@@ -57,7 +57,7 @@ class CachePanel(Panel):
         if info["models"][m]["kind"] != "lm":
             self.put(self.query_one("#legend", TextBox), "cache: this is a toy memory (no cache)")
             return
-        b = f.cache(m, info["models"][m]["config"])
+        b = f.cache(m, cursor.model_config(m))
         ctx = int(self.options.get("context") or 1 << 20)
         per_tok = b.per_tok
         cross = b.state / per_tok if per_tok else None

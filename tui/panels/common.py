@@ -51,12 +51,11 @@ def model_name(info: dict, m: int) -> str:
     return info["models"][m]["name"] if m < len(info.get("models", [])) else f"model {m}"
 
 
-def pick_layer(info: dict, m: int, layer, kinds) -> int | None:
-    model = info["models"][m]
-    if model["kind"] == "memory":
+def pick_layer(cur, m: int, layer, kinds) -> int | None:
+    cfg = cur.model_config(m)
+    if cfg is None:             # a toy memory: one layer
         return 0
-    mixers = model["config"]["mixers"]
     if layer is not None:
         return layer
-    return next((i for i, k in enumerate(mixers) if k in kinds), None)
+    return next((i for i, k in enumerate(cfg.mixers) if k in kinds), None)
 

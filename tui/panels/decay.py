@@ -15,7 +15,7 @@ from .common import model_name, pick_layer, ramp_rows
 def text_form(cur, i: int, p: dict, width: int) -> list[str]:
     info = cur.info
     m = p.get("model", 0)
-    layer = pick_layer(info, m, p.get("layer"), DECAY_MIXERS)
+    layer = pick_layer(cur, m, p.get("layer"), DECAY_MIXERS)
     if layer is None:
         return [f"decay: {model_name(info, m)} has no gated layer"]
     h = p.get("head", 0)
@@ -43,9 +43,8 @@ class DecayPanel(SweepPanel):
     LAYER_KINDS = DECAY_MIXERS
 
     def draw(self, cursor, i: int) -> None:
-        info = cursor.info
         m = self.options.get("model", 0)
-        layer = self.current_layer(info)
+        layer = self.current_layer(cursor)
         if layer is None:
             self.put(self.query_one("#legend", TextBox), "no gated layer in this model")
             return
@@ -71,8 +70,7 @@ class DecayPanel(SweepPanel):
     def pick_head(self, delta: int) -> bool:
         if self._shown is None:
             return False
-        info = self._shown[0].info
-        model = info["models"][self.options.get("model", 0)]
-        H = model["config"][model["config"]["mixers"][self.options["layer"]]]["n_heads"] if model["kind"] == "lm" else 1
+        cfg = self._shown[0].model_config(self.options.get("model", 0))
+        H = cfg.mixer_config(cfg.mixers[self.options["layer"]]).n_heads if cfg is not None else 1
         self.options["head"] = (self.options.get("head", 0) + delta) % H
         return True

@@ -16,10 +16,10 @@ def depth_table(cur, i: int, p: dict):
     completed-block weights, partial-sum weight or None)); None for a model without them."""
     f, info = cur.frame(i), cur.info
     m = p.get("model", 0)
-    cfg = info["models"][m]["config"]
-    if not cfg.get("attnres"):
+    cfg = cur.model_config(m)
+    if cfg is None or cfg.attnres is None:
         return None
-    bs = cfg["attnres"]["block_size"]
+    bs = cfg.attnres.block_size
     depth = f.depth(m)
     rows = []                      # (label, completed-block weights, partial-sum weight or None)
     for r in depth.reads:
@@ -68,7 +68,7 @@ class DepthPanel(TextPanel):
         # the long title (what the columns mean) goes to the border: every row fits the panel
         self.set_subtitle("emb embedding · bN block N · part this block so far")
         m = self.options.get("model", 0)
-        bs = cursor.info["models"][m]["config"]["attnres"]["block_size"]
+        bs = cursor.model_config(m).attnres.block_size
         short = f"{model_name(cursor.info, m)} attention residuals, block size {bs}"
         t = Text(short + "\n" + "  " + " " * 10 + "".join(f"{nm:>6}" for nm in names) + "\n")
         for label, blocks, partial in rows:

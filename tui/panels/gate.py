@@ -20,7 +20,7 @@ def _column(cur, j: int, m: int, layer: int, h: int):
 def text_form(cur, i: int, p: dict, width: int) -> list[str]:
     info = cur.info
     m = p.get("model", 0)
-    layer = pick_layer(info, m, p.get("layer"), KINDS)
+    layer = pick_layer(cur, m, p.get("layer"), KINDS)
     if layer is None:
         return [f"gate: {model_name(info, m)} has no MLA layer"]
     h = p.get("head", 0)
@@ -45,7 +45,7 @@ class GatePanel(SweepPanel):
 
     def draw(self, cursor, i: int) -> None:
         m = self.options.get("model", 0)
-        layer = self.current_layer(cursor.info)
+        layer = self.current_layer(cursor)
         h = self.options.get("head", 0)
         if layer is None or _column(cursor, i, m, layer, h) is None:
             self.put(self.query_one("#legend", TextBox), "no gated MLA layer here (plain MLA has no output gate)")
@@ -63,7 +63,7 @@ class GatePanel(SweepPanel):
     def pick_head(self, delta: int) -> bool:
         if self._shown is None:
             return False
-        model = self._shown[0].info["models"][self.options.get("model", 0)]
-        H = model["config"]["mla"]["n_heads"] if model["kind"] == "lm" and model["config"].get("mla") else 1
+        cfg = self._shown[0].model_config(self.options.get("model", 0))
+        H = cfg.mla.n_heads if cfg is not None and cfg.mla is not None else 1
         self.options["head"] = (self.options.get("head", 0) + delta) % H
         return True

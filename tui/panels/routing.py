@@ -31,14 +31,14 @@ def strip(r, E: int, cols: int) -> np.ndarray:
 def text_form(cur, i: int, p: dict, width: int) -> list[str]:
     f, info = cur.frame(i), cur.info
     m = p.get("model", 0)
-    cfg = info["models"][m]["config"]
+    cfg = cur.model_config(m)
     layer = p.get("layer")
     if layer is None:
-        layer = next((j for j, k in enumerate(cfg["ffns"]) if k == "moe"), None)
-    if layer is None or cfg["ffns"][layer] != "moe":
+        layer = next((j for j, k in enumerate(cfg.ffns) if k == "moe"), None)
+    if layer is None or cfg.ffns[layer] != "moe":
         return [f"routing: layer {layer} has no MoE"]
-    moe = cfg["moe"]
-    E = moe["n_experts"]
+    moe = cfg.moe
+    E = moe.n_experts
     if E > COMPACT:
         return _compact_text(f.routing(m, layer), E, moe, model_name(info, m), layer, width)
     span = max(1, min(width - 12, 40))
@@ -49,21 +49,21 @@ def text_form(cur, i: int, p: dict, width: int) -> list[str]:
         picks = np.concatenate([picks, col], axis=1)
     r = f.routing(m, layer)
     load, experts, weights = r.load, r.experts, r.weights
-    lines = [f"routing: {model_name(info, m)} layer {layer}: {moe['top_k']} of {E} experts per token "
-             f"+ {moe['n_shared']} shared (# picked now, + earlier)"]
+    lines = [f"routing: {model_name(info, m)} layer {layer}: {moe.top_k} of {E} experts per token "
+             f"+ {moe.n_shared} shared (# picked now, + earlier)"]
     for e in range(E):
         now = "#" if e in experts else " "
         row = "".join("+" if x else "." for x in picks[e, :-1]) + now
         lines.append(f"  e{e:<3}{row}  load {int(load[e]) if load is not None else 0}")
     lines.append("  now: " + ", ".join(f"e{int(e)} {float(w):.2f}" for e, w in zip(experts, weights))
-                 + (f"; shared share {r.shared_share or 0:.2f}" if moe["n_shared"] else ""))
+                 + (f"; shared share {r.shared_share or 0:.2f}" if moe.n_shared else ""))
     return lines
 
 
-def _compact_text(r, E: int, moe: dict, name: str, layer: int, width: int) -> list[str]:
+def _compact_text(r, E: int, moe, name: str, layer: int, width: int) -> list[str]:
     cols = max(16, min(width - 10, 64))
     cells = strip(r, E, cols)
-    lines = [f"routing: {name} layer {layer}: {moe['top_k']} of {E} experts per token + {moe['n_shared']} shared "
+    lines = [f"routing: {name} layer {layer}: {moe.top_k} of {E} experts per token + {moe.n_shared} shared "
              "(# this token, + used before, . not yet)"]
     for row, start in zip(cells, range(0, E, cols)):
         n = min(cols, E - start)
@@ -71,7 +71,7 @@ def _compact_text(r, E: int, moe: dict, name: str, layer: int, width: int) -> li
     used = 0 if r.load is None else int((r.load > 0).sum())
     lines.append(f"  used so far {used} of {E}; now: " + ", ".join(f"e{int(e)} {float(w):.2f}" for e, w in
                                                                    zip(r.experts, r.weights))
-                 + (f"; shared share {r.shared_share or 0:.2f}" if moe["n_shared"] else ""))
+                 + (f"; shared share {r.shared_share or 0:.2f}" if moe.n_shared else ""))
     return lines
 
 
@@ -79,28 +79,28 @@ class RoutingPanel(SweepPanel):
     kind = "routing"
     text_form = staticmethod(text_form)
 
-    def drawable_layers(self, info: dict) -> list[int]:
-        cfg = info["models"][self.options.get("model", 0)]["config"]
-        return [i for i, k in enumerate(cfg["ffns"]) if k == "moe"]
+    def drawable_layers(self, cursor) -> list[int]:
+        cfg = cursor.model_config(self.options.get("model", 0))
+        return [i for i, k in enumerate(cfg.ffns) if k == "moe"]
 
     def draw(self, cursor, i: int) -> None:
-        info, f = cursor.info, cursor.frame(i)
+        f = cursor.frame(i)
         m = self.options.get("model", 0)
-        layer = self.current_layer(info)
+        layer = self.current_layer(cursor)
         if layer is None:
             self.put(self.query_one("#legend", TextBox), "no MoE layer in this model")
             return
-        moe = info["models"][m]["config"]["moe"]
-        E = moe["n_experts"]
+        moe = cursor.model_config(m).moe
+        E = moe.n_experts
         hm = self.query_one(Heatmap)
         if E > COMPACT:             # one strip of experts, not a map hundreds of rows tall
             hm.set_marker(None)
             hm.set_data(strip(f.routing(m, layer), E, max(16, self.size.width - 4)), "sequential", vmax=1.0)
-            self.set_title(f"routing · L{layer} · {moe['top_k']} of {E} experts + {moe['n_shared']} shared · "
+            self.set_title(f"routing · L{layer} · {moe.top_k} of {E} experts + {moe.n_shared} shared · "
                            "bright: this token, dim: load")
         else:
             self._sweep_map(cursor, i, m, layer, E, hm)
-            self.set_title(f"routing · L{layer} · {moe['top_k']} of {E} experts + {moe['n_shared']} shared")
+            self.set_title(f"routing · L{layer} · {moe.top_k} of {E} experts + {moe.n_shared} shared")
         self._legend(f.routing(m, layer))
 
     def _sweep_map(self, cursor, i: int, m: int, layer: int, E: int, hm: Heatmap) -> None:

@@ -18,7 +18,7 @@ QUANTITIES = ("S", "dS", "error")
 def text_form(cur, i: int, p: dict, width: int) -> list[str]:
     f, info = cur.frame(i), cur.info
     m = p.get("model", 0)
-    layer = pick_layer(info, m, p.get("layer"), STATE_MIXERS)
+    layer = pick_layer(cur, m, p.get("layer"), STATE_MIXERS)
     if layer is None:
         return [f"state: {model_name(info, m)} has no recurrent state"]
     h = p.get("head", 0)
@@ -51,7 +51,7 @@ def _span(n: int) -> str:
 def shown_quantity(cur, i: int, p: dict) -> np.ndarray | None:
     """What a state panel with options p draws at step i (None: nothing)."""
     m = p.get("model", 0)
-    layer = pick_layer(cur.info, m, p.get("layer"), STATE_MIXERS)
+    layer = pick_layer(cur, m, p.get("layer"), STATE_MIXERS)
     st = cur.frame(i).state(m, layer) if layer is not None else None
     if st is None:
         return None
@@ -85,7 +85,7 @@ class StatePanel(HeatmapPanel):
     def draw(self, cursor, i: int) -> None:
         info, f = cursor.info, cursor.frame(i)
         m = self.options.get("model", 0)
-        layer = self.current_layer(info)
+        layer = self.current_layer(cursor)
         if layer is None:
             self.put(self.query_one("#legend", TextBox), "this model has no recurrent state")
             return
@@ -133,7 +133,7 @@ class StatePanel(HeatmapPanel):
         if self._shown is None:
             return False
         cursor, i = self._shown
-        st = cursor.frame(i).state(self.options.get("model", 0), self.current_layer(cursor.info))
+        st = cursor.frame(i).state(self.options.get("model", 0), self.current_layer(cursor))
         self.options["head"] = (self.options.get("head", 0) + delta) % st.heads
         return True
 
