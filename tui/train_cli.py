@@ -80,12 +80,10 @@ def _device(name: str):
 
 
 def train(args) -> int:
-    from lineage.presets import PRESETS, get_preset
+    from lineage.presets import get_preset
     out = Path(args.output)
     try:
-        if args.preset not in PRESETS:
-            get_preset(args.preset)                       # raises with the known names
-        cfg = get_preset(args.preset)
+        cfg = get_preset(args.preset)                     # an unknown name raises with the known ones
         if cfg.shape_only:
             raise ValueError(f"preset {args.preset!r} is shape-only (arithmetic); train a runnable one, e.g. tiny-kda")
         spec = _task_spec(args.task, {k: getattr(args, k) for k in ("pairs", "pairs_min", "segments", "key_pool", "mix", "gone")})
@@ -291,10 +289,10 @@ def arena_rows(seed: int = 1234, sequences: int = 128) -> list[dict]:
 
 
 def _state(preset: str) -> str:
+    from lineage.arithmetic import model_memory
     from lineage.presets import get_preset
     cfg = get_preset(preset)
-    sub = cfg.mixer_config(cfg.mixers[0])
-    return "cache grows" if cfg.mixers[0] == "softmax" else f"{sub.state_bytes() * cfg.n_layers:,} B"
+    return "cache grows" if "softmax" in cfg.mixers else f"{model_memory(cfg, 0)['state_bytes']:,} B"
 
 
 def arena(args) -> int:

@@ -223,30 +223,14 @@ class SteppedModel:
 
 
 def _load_checkpoint(model, sc: Scenario, base_dir: Path | None, name: str, where: tuple) -> None:
-    import torch
-    from safetensors.torch import load_file
+    from ..weights import load_into
     path = Path(name)
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
     try:
-        tensors = load_file(str(path))
-    except Exception as e:  # safetensors raises several kinds; all mean "not a usable file"
-        raise _weights_error(sc, where, f"cannot read {path}: {e}") from None
-    for name, t in tensors.items():       # NaN or inf weights would make every panel NaN: refuse them here
-        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-            raise _weights_error(sc, where, f"{path}: tensor {name} holds NaN or inf values")
-    try:
-        result = model.load_state_dict(tensors, strict=False)
-    except RuntimeError as e:   # shape mismatches: keep torch's first line, it names the tensor
-        detail = next((line.strip() for line in str(e).splitlines()[1:] if line.strip()), str(e))
-        raise _weights_error(sc, where, f"{path} does not fit the model: {detail}") from None
-    bad = []
-    if result.missing_keys:
-        bad.append(f"missing {len(result.missing_keys)} tensors (first: {result.missing_keys[0]})")
-    if result.unexpected_keys:
-        bad.append(f"{len(result.unexpected_keys)} unknown tensors (first: {result.unexpected_keys[0]})")
-    if bad:
-        raise _weights_error(sc, where, f"{path} does not fit the model: " + "; ".join(bad))
+        load_into(model, path)
+    except ValueError as e:
+        raise _weights_error(sc, where, str(e)) from None
 
 
 WATCH_ALL_BYTES = 8 << 20      # a checkpoint whose states (S and dS, float16) fit this keeps every layer

@@ -79,8 +79,8 @@ def read_sidecar(path: str | Path) -> dict:
 
 def load(path: str | Path, device="cpu"):
     """(model in float32, eval mode, sidecar). ValueError for a file that does not fit its recipe."""
-    from safetensors.torch import load_file
     from ..model import LM
+    from ..weights import load_into
     meta = read_sidecar(path)
     cfg = get_preset(meta["preset"])
     if meta.get("config_hash") not in (None, config_hash(cfg)):
@@ -89,14 +89,6 @@ def load(path: str | Path, device="cpu"):
     if not os.path.isfile(path):
         raise ValueError(f"{path}: no such checkpoint")
     model = LM(cfg)
-    try:
-        tensors = load_file(str(path))
-    except Exception as e:       # safetensors raises several kinds; all mean "not a usable file"
-        raise ValueError(f"{path}: cannot read: {e}") from None
-    tensors = {k: v.float() if v.is_floating_point() else v for k, v in tensors.items()}
-    try:
-        model.load_state_dict(tensors, strict=True)
-    except RuntimeError as e:
-        raise ValueError(f"{path}: does not fit {cfg.name}: {str(e).splitlines()[-1].strip()}") from None
+    load_into(model, path)                # float16 files land in the float32 parameters
     return model.to(device).eval(), meta
 

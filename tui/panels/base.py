@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 from rich.text import Text
 from textual.containers import Vertical
 from textual.content import Content
@@ -186,6 +187,15 @@ class SweepPanel(HeatmapPanel):
     def __init__(self, options: dict, **kw):
         super().__init__(options, **kw)
         self._sweep = Sweep()       # here, not on mount: the app may ask for a frame first
+
+    def show_sweep(self, key, i: int, column) -> np.ndarray:
+        """Sweep `column(j)` (values in [0, 1]) up to step i onto the heatmap, "now" marked and
+        the gap after it blank; returns the (rows, steps) picture."""
+        data = self._sweep.update(key, i, column, self.size.width)
+        hm = self.query_one(Heatmap)
+        hm.set_marker(self._sweep.column_of(i))
+        hm.set_data(data, "sequential", vmax=1.0, blank=self._sweep.blank(i))
+        return data
 
 
 class TextPanel(Panel):

@@ -6,7 +6,7 @@ import numpy as np
 
 from lineage.configs import DECAY_MIXERS
 
-from ..widgets.heatmap import Heatmap, colour_bar
+from ..widgets.heatmap import colour_bar
 from ..widgets.text_box import TextBox
 from .base import SweepPanel
 from .common import model_name, pick_layer, ramp_rows
@@ -54,10 +54,7 @@ class DecayPanel(SweepPanel):
             d = cursor.frame(j).decay(m, layer)
             return d.head(min(h, d.alpha.shape[0] - 1))
 
-        A = self._sweep.update((m, layer, h), i, column, self.size.width)
-        hm = self.query_one(Heatmap)
-        hm.set_marker(self._sweep.column_of(i))
-        hm.set_data(A, "sequential", vmax=1.0, blank=self._sweep.blank(i))
+        A = self.show_sweep((m, layer, h), i, column)
         now = column(i)
         per = "channel" if A.shape[0] > 1 else "head"
         self.set_title(f"decay · L{layer} head {h} · alpha per {per} · last {A.shape[1]} steps")

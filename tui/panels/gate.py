@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..widgets.heatmap import Heatmap, colour_bar
+from ..widgets.heatmap import colour_bar
 from ..widgets.text_box import TextBox
 from .base import SweepPanel
 from .common import model_name, pick_layer, ramp_rows
@@ -47,14 +47,11 @@ class GatePanel(SweepPanel):
         m = self.options.get("model", 0)
         layer = self.current_layer(cursor)
         h = self.options.get("head", 0)
-        if layer is None or _column(cursor, i, m, layer, h) is None:
+        now = None if layer is None else _column(cursor, i, m, layer, h)
+        if now is None:
             self.put(self.query_one("#legend", TextBox), "no gated MLA layer here (plain MLA has no output gate)")
             return
-        G = self._sweep.update((m, layer, h), i, lambda j: _column(cursor, j, m, layer, h), self.size.width)
-        hm = self.query_one(Heatmap)
-        hm.set_marker(self._sweep.column_of(i))
-        hm.set_data(G, "sequential", vmax=1.0)
-        now = _column(cursor, i, m, layer, h)
+        G = self.show_sweep((m, layer, h), i, lambda j: _column(cursor, j, m, layer, h))
         self.set_title(f"gate · L{layer} head {h} · sigmoid(g_proj(x)) per channel · last {G.shape[1]} steps")
         legend = colour_bar("sequential", 1.0, no_color=self.app.no_color)
         legend.append(f"  mean {now.mean():.3f} ({now.min():.3f}-{now.max():.3f})")

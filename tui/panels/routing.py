@@ -92,24 +92,16 @@ class RoutingPanel(SweepPanel):
             return
         moe = cursor.model_config(m).moe
         E = moe.n_experts
-        hm = self.query_one(Heatmap)
         if E > COMPACT:             # one strip of experts, not a map hundreds of rows tall
+            hm = self.query_one(Heatmap)
             hm.set_marker(None)
             hm.set_data(strip(f.routing(m, layer), E, max(16, self.size.width - 4)), "sequential", vmax=1.0)
             self.set_title(f"routing · L{layer} · {moe.top_k} of {E} experts + {moe.n_shared} shared · "
                            "bright: this token, dim: load")
         else:
-            self._sweep_map(cursor, i, m, layer, E, hm)
+            self.show_sweep((m, layer), i, lambda j: cursor.frame(j).routing(m, layer).per_expert(E))   # (experts, steps)
             self.set_title(f"routing · L{layer} · {moe.top_k} of {E} experts + {moe.n_shared} shared")
         self._legend(f.routing(m, layer))
-
-    def _sweep_map(self, cursor, i: int, m: int, layer: int, E: int, hm: Heatmap) -> None:
-        def column(j):
-            return cursor.frame(j).routing(m, layer).per_expert(E)
-
-        W = self._sweep.update((m, layer), i, column, self.size.width)     # (experts, steps)
-        hm.set_marker(self._sweep.column_of(i))
-        hm.set_data(W, "sequential", vmax=1.0, blank=self._sweep.blank(i))
 
     def _legend(self, r) -> None:
         load, share = r.load, r.shared_share
