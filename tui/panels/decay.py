@@ -57,7 +57,7 @@ class DecayPanel(SweepPanel):
         A = self.show_sweep((m, layer, h), i, column)
         now = column(i)
         per = "channel" if A.shape[0] > 1 else "head"
-        self.set_title(f"decay · L{layer} head {h} · alpha per {per} · last {A.shape[1]} steps")
+        self.set_title(f"decay · L{layer} head {h} · alpha per {per} · last {min(A.shape[1], i + 1)} steps")
         legend = colour_bar("sequential", 1.0, no_color=self.app.no_color)
         legend.append(f"   holding (>0.9): {int((now > 0.9).sum())}/{now.size}   clearing (<0.1): "
                       f"{int((now < 0.1).sum())}   mean {now.mean():.3f}")

@@ -52,7 +52,7 @@ class GatePanel(SweepPanel):
             self.put(self.query_one("#legend", TextBox), "no gated MLA layer here (plain MLA has no output gate)")
             return
         G = self.show_sweep((m, layer, h), i, lambda j: _column(cursor, j, m, layer, h))
-        self.set_title(f"gate · L{layer} head {h} · sigmoid(g_proj(x)) per channel · last {G.shape[1]} steps")
+        self.set_title(f"gate · L{layer} head {h} · sigmoid(g_proj(x)) per channel · last {min(G.shape[1], i + 1)} steps")
         legend = colour_bar("sequential", 1.0, no_color=self.app.no_color)
         legend.append(f"  mean {now.mean():.3f} ({now.min():.3f}-{now.max():.3f})")
         self.put(self.query_one("#legend", TextBox), legend, pace=0.1)
