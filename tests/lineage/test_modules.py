@@ -185,3 +185,19 @@ def test_grouped_routing_picks_only_from_the_best_groups():
     assert torch.equal(idx // 2, best[:, None].expand(-1, 2))
     top = scores.gather(-1, idx)
     assert torch.allclose(w, 2.0 * top / top.sum(-1, keepdim=True))
+
+
+@pytest.mark.parametrize("name", [n for n in MODULES if n.startswith("moe")])
+def test_moe_dense_dispatch_equals_the_loop(name):
+    """Training on a GPU runs every expert on every token (no host sync); it must equal the
+    per-expert loop, gradients included."""
+    torch.manual_seed(7)
+    mod = MODULES[name]().double()
+    xl = torch.randn(37, mod.w_in.shape[-1], dtype=torch.float64)
+    _, idx, w = mod.route(torch.randn(37, D, dtype=torch.float64))
+    loop = mod._routed(xl, idx, w)
+    dense = mod._routed_dense(xl, idx, w)
+    assert rel(dense, loop) < TOL
+    g_loop = torch.autograd.grad(loop.square().sum(), mod.w_in)[0]
+    g_dense = torch.autograd.grad(dense.square().sum(), mod.w_in)[0]
+    assert rel(g_dense, g_loop) < TOL

@@ -33,7 +33,7 @@ def _run(name: str, sequences: int, pairs=None) -> tuple[dict, dict]:
 def test_the_lesson_set_is_shipped_within_30_mb():
     want = {"tiny-softmax-mqar", "tiny-linear-mqar", "tiny-deltanet-mqar", "tiny-gated-deltanet-mqar",
             "tiny-kda-mqar", "tiny-gated-deltanet-segmented", "tiny-kda-segmented", "tiny-deltanet-segmented",
-            "tiny-kda-two-timescales", "k3-mini-text"}
+            "tiny-linear-segmented", "tiny-kda-two-timescales", "k3-mini-text"}
     assert want <= set(SHIPPED)
     assert sum(p.stat().st_size for p in W.iterdir()) <= 30 * 2**20
     for name in SHIPPED:
@@ -49,7 +49,7 @@ def test_loads_in_float16_into_the_current_preset(name):
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
-@pytest.mark.parametrize("name", ["tiny-deltanet-mqar", "tiny-kda-mqar"])
+@pytest.mark.parametrize("name", ["tiny-deltanet-mqar", "tiny-gated-deltanet-mqar", "tiny-kda-mqar"])
 def test_delta_family_recalls_95_percent_at_16_pairs(name):
     res, side = _run(name, 48, [16])
     assert res["accuracy_by_pairs"]["16"] >= 0.95
@@ -61,11 +61,19 @@ def test_linear_attention_stays_at_most_30_percent():
     assert max(res["accuracy_by_pairs"].values()) <= 0.30
 
 
-@pytest.mark.parametrize("name", ["tiny-gated-deltanet-mqar", "tiny-softmax-mqar"])
-def test_undertrained_mqar_models_reproduce_their_sidecar(name):
-    """Below the issue's bar (their device time ran out, see BENCHMARKS.md); within 8 points."""
-    res, side = _run(name, 48, [16])
+def test_undertrained_softmax_reproduces_its_sidecar_and_recalls_by_elimination():
+    """tiny-softmax never formed an induction head (BENCHMARKS.md): it learned the shortcut the
+    task leaves open. Values are distinct, so the last query's value is the one not yet shown
+    in the query half: right every time, while the first query is near chance."""
+    res, side = _run("tiny-softmax-mqar", 48, [16])
     assert abs(res["accuracy_by_pairs"]["16"] - side["accuracy_by_pairs"]["16"]) <= 0.08
+    from lineage.training.tasks import mqar
+    model, _ = checkpoint.load(W / "tiny-softmax-mqar.safetensors")
+    b = mqar(np.random.default_rng(SEED), 64, 8)
+    with torch.no_grad():
+        pred = model.float()(torch.from_numpy(b.ids))[0].argmax(-1).numpy()
+    right = (pred == b.targets)[:, b.mask[0]]                       # (64, 8): per query, in order
+    assert right[:, -1].mean() >= 0.95 and right[:, 0].mean() <= 0.4
 
 
 def test_kda_segmented_clears_at_separators_and_needs_it():
@@ -75,22 +83,32 @@ def test_kda_segmented_clears_at_separators_and_needs_it():
     assert g["clear_sep"] >= 0.4 and g["clear_else"] <= 0.2 and g["hold_sep"] >= 0.15
     for k in ("clear_sep", "hold_sep", "clear_else", "hold_else"):
         assert abs(g[k] - sg[k]) <= 0.05, k
-    # forgetting nothing at the separators costs KDA about 9-11 points (sidecar 10.9); at least 5 here
-    assert res["accuracy"] - res["accuracy_no_forget_at_sep"] >= 0.05
+    # forgetting nothing at the separators costs 10.9 points on the sidecar's 256 sequences;
+    # these 32 fresh ones allow two points less
+    assert res["accuracy"] - res["accuracy_no_forget_at_sep"] >= 0.08
+
+
+def g_clears_a_head(res) -> bool:
+    """Half the heads (one of each layer's two, or both of one layer) clear at separators, none elsewhere."""
+    return res["gates"]["clear_sep"] >= 0.5 and res["gates"]["clear_else"] <= 0.05
 
 
 def test_gated_deltanet_segmented_clears_a_head_and_needs_it():
     res, side = _run("tiny-gated-deltanet-segmented", 32)
     assert abs(res["accuracy"] - side["accuracy"]) <= 0.08
     assert res["gates"]["mean_alpha_sep"] < res["gates"]["mean_alpha_else"] - 0.2
-    assert res["accuracy"] - res["accuracy_no_forget_at_sep"] >= 0.10      # sidecar: 60 points
+    assert g_clears_a_head(res)
+    # sidecar (256 sequences): 10.2 points; these 32 fresh ones allow two points less
+    assert res["accuracy"] - res["accuracy_no_forget_at_sep"] >= 0.08
 
 
-def test_deltanet_control_on_segmented():
-    """The control: on this task (only the last segment queried) DeltaNet matches the gated
-    models; BENCHMARKS.md says so. It has no gate to force."""
-    res, side = _run("tiny-deltanet-segmented", 32)
+def test_controls_on_segmented():
+    """The controls: linear attention, which cannot forget, fails; DeltaNet matches the gated
+    models, because its write replaces what a key reads (BENCHMARKS.md says why)."""
+    res, _ = _run("tiny-deltanet-segmented", 32)
     assert res["accuracy"] >= 0.95 and "gates" not in res
+    res, _ = _run("tiny-linear-segmented", 32)
+    assert res["accuracy"] <= 0.30
 
 
 def test_kda_two_timescales_keeps_the_fact():
@@ -103,7 +121,7 @@ def test_kda_two_timescales_keeps_the_fact():
 def test_k3_mini_text_bits_per_byte():
     """Held-out bits per byte within 0.3 of the sidecar's: the corpus is this machine's standard
     library, which differs by Python version from the one it was trained and measured on."""
-    res, side = _run("k3-mini-text", 16)
+    res, side = _run("k3-mini-text", 48)         # 16 windows varied by 0.4 bits per byte
     assert abs(res["bits_per_byte"] - side["bits_per_byte"]) <= 0.3 and res["bits_per_byte"] < 5.0
     assert res["depth"]["attnres_entropy_rel"] < 0.99                        # moved off the uniform init
     assert res["routing"]["load_max_over_mean"] >= 1.0
@@ -116,7 +134,7 @@ def test_arena_orders_the_lineage(capsys):
     for n in ("8", "16", "32"):
         at = {p: acc[n] for p, acc in rows.items()}
         assert min(at, key=at.get) == "tiny-linear"
-        assert min(at["tiny-deltanet"], at["tiny-kda"]) > max(at["tiny-gated-deltanet"], at["tiny-softmax"])
+        assert min(at["tiny-deltanet"], at["tiny-gated-deltanet"], at["tiny-kda"]) > at["tiny-softmax"]
     assert rows["tiny-kda"]["64"] > rows["tiny-linear"]["64"]
 
 
@@ -142,7 +160,8 @@ def test_forgetting_captions():
     assert f"clears {(kda < 0.1).sum()} of its {kda.size}" in _caption(sc, 24) and seps[0] == 24
     assert f"holds {(kda > 0.95).sum()}" in _caption(sc, 24) and f"panel: {(kda[0] < 0.1).sum()} of 32" in _caption(sc, 24)
     gdn = s.frame(seps[0]).decay(1, 1).alpha
-    assert f"alpha {gdn.min():.2f} in one head, {gdn.max():.2f} in the other" in _caption(sc, 24)
+    layer0 = s.frame(seps[0]).decay(1, 0).alpha
+    assert f"alpha {gdn.max():.2f} in both heads" in _caption(sc, 24) and 0.2 < layer0.min() <= layer0.max() < 0.3
     at_sep = np.mean([(s.frame(i).decay(2, 0).alpha < 0.1).mean() for i in seps])
     between = np.mean([(s.frame(i).decay(2, 0).alpha < 0.1).mean() for i in range(ids.index(ord("?")))
                        if ids[i] != ord("|")])
@@ -192,5 +211,5 @@ def test_tour_captions():
     assert f"reads {s.frame(24).depth(0).final[1]:.0%} from the first block" in _caption(sc, 24)
     from lineage.tokenizer import ByteTokenizer
     text = ByteTokenizer().decode(int(s.frame(i).guesses(0).ids[0]) for i in range(82, 100))
-    assert text.startswith("ten tan ") and "('ten tan', then spaces" in _caption(sc, 82)
+    assert text.startswith(' ' * 8 + '"""') and "(eight spaces, then '\"\"\"'" in _caption(sc, 82)
     assert "about 16K tokens" in _caption(sc, 300)
