@@ -1,8 +1,8 @@
 """A model's one-token step captured in a CUDA graph: one host call per token instead of
 hundreds of small launches (a k3-mini step is about 600 kernels; eager, the host is the limit).
 
-Capture needs the same tensors every step, so MLA caches become StaticLatentCache (fixed
-capacity, written in place) and the recurrent states are copied back into fixed buffers at
+Capture needs the same tensors every step, so MLA and softmax caches become StaticLatentCache
+and StaticKVCache (fixed capacity, written in place) and the recurrent states are copied back into fixed buffers at
 the end of the captured step. Observations come out as the graph's own output tensors:
 read (copy) them before the next replay.
 
@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import torch
 
+from .mechanisms.attention import StaticKVCache
 from .mechanisms.mla import StaticLatentCache
 from .model import LM, ModelState
+
+
+STATIC_CACHES = (StaticLatentCache, StaticKVCache)     # caches that grow by a token a step, in place
 
 
 def to_static(state: ModelState, capacity: int) -> ModelState:
     """A copy of the state in static form (the copy: a captured step updates its buffers in
     place, and the caller's state must not change). Each layer's state gives its own
-    (`to_static`): an MLA cache moves into a fixed-capacity buffer, a delta state is marked
+    (`to_static`): an MLA or KV cache moves into a fixed-capacity buffer, a delta state is marked
     in_place so the Triton step writes S where it is."""
     return ModelState(state.pos, [None if st is None else st.to_static(capacity) for st in state.layers])
 
@@ -43,7 +47,7 @@ class GraphStep:
         self.model, self.observe = model, observe
         self._step_fn = torch.compile(self._run, dynamic=False) if compile else self._run
         self.state = to_static(state, capacity)
-        self.caches = [st for st in self.state.layers if isinstance(st, StaticLatentCache)]
+        self.caches = [st for st in self.state.layers if isinstance(st, STATIC_CACHES)]
         self.capacity = capacity
         device = next(model.parameters()).device
         self.token = torch.zeros(1, dtype=torch.long, device=device)
@@ -85,6 +89,6 @@ class GraphStep:
         if self.obs is not None:                    # host-side counts the graph could not update
             self.obs["pos"] = self.state.pos + self.steps - 1
             for layer, st in zip(self.obs["layers"], self.state.layers):
-                if isinstance(st, StaticLatentCache):
+                if isinstance(st, STATIC_CACHES):
                     layer["mixer"]["cache_len"], layer["mixer"]["cache_bytes"] = st.length, st.nbytes
         return self.logits, self.obs

@@ -26,8 +26,38 @@ class KVCache:
     def nbytes(self) -> int:
         return self.k.numel() * self.k.element_size() + self.v.numel() * self.v.element_size()
 
-    def to_static(self, capacity: int):
-        raise ValueError("KVCache has no static form (softmax KV caches are not supported yet)")
+    def to_static(self, capacity: int) -> "StaticKVCache":
+        return StaticKVCache.from_cache(self, capacity)
+
+
+@dataclass
+class StaticKVCache:
+    """A KV cache of fixed capacity, written in place: the same tensors every step, so a step
+    can be captured in a CUDA graph (as mla.StaticLatentCache). The unwritten tail is masked."""
+    k: Tensor       # (B, Hkv, capacity, D)
+    v: Tensor       # (B, Hkv, capacity, D)
+    pos: Tensor     # (1,) int64, on the cache's device: tokens written so far
+    length: int     # the same count on the host (a captured graph cannot read `pos` back)
+
+    @property
+    def nbytes(self) -> int:
+        per_token = self.k[:, :, :1].numel() * self.k.element_size() + self.v[:, :, :1].numel() * self.v.element_size()
+        return per_token * self.length
+
+    @classmethod
+    def from_cache(cls, cache: KVCache, capacity: int) -> "StaticKVCache":
+        B, Hkv, L, D = cache.k.shape
+        if L >= capacity:
+            raise ValueError(f"cache holds {L} tokens; capacity {capacity} leaves no room")
+        k, v = cache.k.new_zeros(B, Hkv, capacity, D), cache.v.new_zeros(B, Hkv, capacity, D)
+        k[:, :, :L], v[:, :, :L] = cache.k, cache.v
+        return cls(k, v, torch.tensor([L], device=k.device), L)
+
+    def buffers(self) -> list[Tensor]:
+        return [self.k, self.v, self.pos]
+
+    def copy_from(self, new: "StaticKVCache") -> None:
+        pass                                    # the step wrote this token's k and v in place
 
 
 class SoftmaxAttention(nn.Module):
@@ -44,8 +74,9 @@ class SoftmaxAttention(nn.Module):
             self.k_norm = nn.RMSNorm(D, eps=cfg.norm_eps)
         self.g_proj = nn.Linear(cfg.d_model, H * D, bias=cfg.bias) if cfg.output_gate else None
 
-    def _qkv(self, x: Tensor, start: int = 0) -> tuple[Tensor, Tensor, Tensor]:
-        """x (B, T, d) at positions start .. start + T - 1 -> q, k, v, heads first."""
+    def _qkv(self, x: Tensor, start: int | Tensor = 0) -> tuple[Tensor, Tensor, Tensor]:
+        """x (B, T, d) at positions start .. start + T - 1 -> q, k, v, heads first. `start` may
+        be a (1,) device tensor (a static cache's count), which a captured graph reads each replay."""
         B, T, _ = x.shape
         cfg = self.cfg
         H, Hkv, D = cfg.n_heads, cfg.kv_heads, cfg.dim
@@ -55,22 +86,24 @@ class SoftmaxAttention(nn.Module):
         if cfg.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         if cfg.rope_dim:
-            pos = torch.arange(start, start + T, device=x.device)
+            pos = torch.arange(T, device=x.device) + start
             R = cfg.rope_dim
             q = torch.cat([rotate(q[..., :R], pos, cfg.rope_theta), q[..., R:]], dim=-1)
             k = torch.cat([rotate(k[..., :R], pos, cfg.rope_theta), k[..., R:]], dim=-1)
         return q, k, v.view(B, T, Hkv, D).transpose(1, 2)     # v: (B, Hkv, T, D)
 
-    def _attend(self, q: Tensor, cache: KVCache) -> tuple[Tensor, Tensor]:
-        """q (B, H, T, D) are the last T positions of the cache. Returns y (B, T, H*D), probs (B, H, T, L)."""
+    def _attend(self, q: Tensor, cache: KVCache | StaticKVCache, visible: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """q (B, H, T, D) are the last T positions of the cache (or, with `visible` (T, L), of
+        its written prefix). Returns y (B, T, H*D), probs (B, H, T, L)."""
         B, H, T, D = q.shape
         rep = H // self.cfg.kv_heads
         k = cache.k.repeat_interleave(rep, dim=1)              # (B, H, L, D): each KV head serves `rep` query heads
         v = cache.v.repeat_interleave(rep, dim=1)
         L = k.shape[2]
         scores = (q @ k.transpose(-1, -2)) * D ** -0.5         # (B, H, T, L)
-        # query i sits at absolute position L - T + i and may see keys 0 .. L - T + i
-        visible = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T)
+        if visible is None:
+            # query i sits at absolute position L - T + i and may see keys 0 .. L - T + i
+            visible = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T)
         probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)
         y = (probs @ v).transpose(1, 2).reshape(B, T, H * D)   # (B, T, H*D)
         return y, probs
@@ -93,9 +126,25 @@ class SoftmaxAttention(nn.Module):
 
     def step(self, x_t: Tensor, state: KVCache | None, obs: dict | None = None) -> tuple[Tensor, KVCache]:
         # x_t: (B, d_model)
+        if isinstance(state, StaticKVCache):
+            return self._static_step(x_t[:, None], state, obs)
         q, cache = self._append(x_t[:, None], state)
         y, probs = self._attend(q, cache)
         if obs is not None:
             obs.update(kind="softmax", attn=probs[:, :, 0].detach(),          # (B, H, L)
                        cache_len=cache.length, cache_bytes=cache.nbytes)
         return self.c_proj(self._gate(x_t[:, None], y)[:, 0]), cache
+
+    def _static_step(self, x: Tensor, cache: StaticKVCache, obs: dict | None) -> tuple[Tensor, StaticKVCache]:
+        """Write this token's k and v at `pos` in place and attend over the written prefix; no
+        shape depends on how many tokens came before, so the step can be graph-captured."""
+        q, k, v = self._qkv(x, cache.pos)
+        cache.k.index_copy_(2, cache.pos, k)
+        cache.v.index_copy_(2, cache.pos, v)
+        visible = (torch.arange(cache.k.shape[2], device=x.device) <= cache.pos)[None]   # (1, capacity)
+        y, probs = self._attend(q, cache, visible)
+        cache.pos.add_(1)
+        cache.length += 1
+        if obs is not None:   # attention over the whole buffer; the caller trims to cache_len
+            obs.update(kind="softmax", attn=probs[:, :, 0].detach(), cache_len=cache.length, cache_bytes=cache.nbytes)
+        return self.c_proj(self._gate(x, y)[:, 0]), cache

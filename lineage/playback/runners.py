@@ -191,9 +191,7 @@ class SteppedModel:
         # with learned positions index by a host integer and step eagerly.
         import os
         mode = os.environ.get("LINEAGE_GRAPH", "auto").lower()
-        # softmax KV caches have no static form yet: models with one step eagerly too
-        off = (mode in ("0", "off", "no") or device.type != "cuda" or self.model.wpe is not None
-               or "softmax" in cfg.mixers)
+        off = mode in ("0", "off", "no") or device.type != "cuda" or self.model.wpe is not None
         self.graph_mode = None if off else mode
         self.capacity = (total_steps(sc) or 0) + sc.decoding.prefill + 2
         self.stepper = None

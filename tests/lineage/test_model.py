@@ -80,24 +80,32 @@ def test_byte_tokenizer_round_trip():
     assert tok.token_str(ord("\n")) == "\\n" and tok.token_str(0xE2) == "<E2>"
 
 
-@pytest.mark.parametrize("name", ["k3-mini", "tiny-hybrid"])
+def _rotary_softmax():
+    """Softmax attention as Qwen3-Next has it (rotary, grouped KV heads, gated), no learned positions."""
+    import dataclasses
+    cfg = get_preset("tiny-softmax")
+    att = dataclasses.replace(cfg.attention, n_kv_heads=2, rope_dim=8, output_gate=True, qk_norm=True)
+    return dataclasses.replace(cfg, attention=att, n_positions=0)
+
+
+@pytest.mark.parametrize("name", ["k3-mini", "tiny-hybrid", "rotary-softmax"])
 def test_static_cache_steps_equal_growing_cache(name):
-    """The fixed-capacity MLA cache used for CUDA-graph capture gives the same logits, and the
-    same attention over the written prefix, as the growing cache."""
-    from lineage.graph_step import to_static
-    from lineage.mechanisms.mla import StaticLatentCache
+    """The fixed-capacity MLA and KV caches used for CUDA-graph capture give the same logits,
+    and the same attention over the written prefix, as the growing caches."""
+    from lineage.graph_step import STATIC_CACHES, to_static
     torch.manual_seed(0)
-    model = LM(get_preset(name)).double()
+    model = LM(_rotary_softmax() if name == "rotary-softmax" else get_preset(name)).double()
     ids = torch.randint(0, 256, (1, 16))
     _, st = model(ids[:, :9])
     static = to_static(st, capacity=32)
+    assert any(isinstance(s, STATIC_CACHES) for s in static.layers)
     for t in range(9, 16):
         o1, o2 = {}, {}
         a, st = model.step(ids[:, t], st, o1)
         b, static = model.step(ids[:, t], static, o2)
         assert rel(b, a) < 1e-12
         for l1, l2, s2 in zip(o1["layers"], o2["layers"], static.layers):
-            if isinstance(s2, StaticLatentCache):
+            if isinstance(s2, STATIC_CACHES):
                 n = l1["mixer"]["cache_len"]
                 assert l2["mixer"]["cache_len"] == n == t + 1 and l2["mixer"]["cache_bytes"] == l1["mixer"]["cache_bytes"]
                 assert rel(l2["mixer"]["attn"][..., :n], l1["mixer"]["attn"]) < 1e-12

@@ -1,0 +1,32 @@
+"""A model's step captured in a CUDA graph and replayed gives what the eager step gives, for
+the caches that grow (MLA latents, softmax K and V) and the states that do not. Needs a GPU:
+skipped elsewhere (the CPU checks the static caches' steps in test_model.py)."""
+import pytest
+import torch
+
+from lineage.model import LM
+from lineage.presets import get_preset
+from tests.lineage.test_model import _rotary_softmax, rel
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+
+
+@pytest.mark.parametrize("name", ["k3-mini", "rotary-softmax"])
+def test_graph_replay_equals_eager_steps(name):
+    from lineage.backend import resolve, set_backend
+    from lineage.graph_step import GraphStep
+    torch.manual_seed(0)
+    dev = torch.device("cuda")
+    model = LM(_rotary_softmax() if name == "rotary-softmax" else get_preset(name)).to(dev).eval()
+    set_backend(model, resolve(dev)[0])                     # as the app does: the Triton kernels here
+    ids = torch.randint(0, 256, (1, 24), device=dev)
+    with torch.inference_mode():
+        _, st = model(ids[:, :8])
+        stepper = GraphStep(model, st, capacity=64)        # works on its own copy of the state
+        for t in range(8, 24):
+            graph_logits, obs = stepper.step(int(ids[0, t]))
+            eager_obs = {}
+            eager_logits, st = model.step(ids[:, t], st, eager_obs)
+            assert rel(graph_logits.float(), eager_logits.float()) < 1e-4, t
+            for g, e in zip(obs["layers"], eager_obs["layers"]):
+                assert g["mixer"].get("cache_len") == e["mixer"].get("cache_len")
