@@ -3,8 +3,8 @@
 It owns the keys and the layout, asks thread workers for files and frames, and hands the
 panels what each worker prepared for them: a step worker makes the frame and then every
 shown panel's view of it (`Panel.prepared`), so the UI thread only puts views on widgets.
-Where playback stands is the Player's. Torch is imported inside
-the loading worker, so the screen appears before the model exists; the UI thread never
+Where playback stands is the Player's. Torch is imported inside the loading worker
+(tui/loader.py), so the screen appears before the model exists; the UI thread never
 touches a tensor. Steps are asked for against the Player's target, not the step on screen, so
 key presses made while a frame is computed all count; a long jump reports its progress to the
 timeline and `esc` cancels it (the frames made so far stay).
@@ -12,18 +12,17 @@ timeline and `esc` cancels it (the frames made so far stay).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from textual import work
 from textual.binding import Binding
 from textual.containers import Grid, Vertical
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Header, Static
 from textual.worker import get_current_worker
 
 from .. import served
+from ..loader import Unopened, open_for_app
 from ..panels import default_panels, docked, make_panel
 from ..panels.base import Panel
 from ..player import Player, StepFailed
@@ -33,39 +32,11 @@ from ..widgets.timeline import Timeline
 from .ask import AskScreen
 from .error import ErrorScreen
 from .help import HelpScreen
+from .messages import Computing, FrameReady, Stage
 
 MIN_W, MIN_H = 60, 20
 PROGRESS_EVERY = 0.1       # seconds between progress reports of a long jump (the first after as long)
 FILL_ROW = 14          # rows of panels at least this tall share the screen (no scrolling), pictures fill them
-
-
-@dataclass
-class FrameReady(Message):
-    """A frame the max-speed worker made, with the panels' views of it. A newer one replaces
-    an older one still queued."""
-    cursor: object
-    step: int
-    views: list
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, FrameReady)
-
-
-@dataclass
-class Computing(Message):
-    """Jump number `jump` has `made` of the `needed` frames. A newer report replaces one still queued."""
-    jump: int
-    made: int
-    needed: int
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, Computing)
-
-
-@dataclass
-class Stage(Message):
-    """The file being opened is at this stage (the loading spinner shows it)."""
-    text: str
 
 
 class MainScreen(Screen):
@@ -189,37 +160,12 @@ class MainScreen(Screen):
 
     @work(thread=True, exclusive=True, group="load")
     def _load_path(self, path: str) -> None:
-        from lineage.playback.trace import TraceError
-        from lineage.scenario.problems import ScenarioError
-        name = Path(path).name
         try:
-            from lineage.playback.session import open_path
-            cursor = open_path(path, salvage=self.salvage, make=lambda sc: self._scenario_cursor(sc, name))
-            if cursor.total < 1:
-                raise TraceError(f"{path}: nothing to show (0 steps)")
-        except ScenarioError as e:
-            self.app.call_from_thread(self._open_failed, path, [str(p) for p in e.problems])
-            return
-        except (TraceError, OSError) as e:
-            self.app.call_from_thread(self._open_failed, path, [str(e)])
-            return
-        except Exception as e:  # whatever else a file can provoke, the app keeps what it had
-            self.app.call_from_thread(self._open_failed, path, [f"{path}: {type(e).__name__}: {e}"])
+            cursor = open_for_app(path, self.salvage, lambda text: self.post_message(Stage(text)))
+        except Unopened as e:
+            self.app.call_from_thread(self._open_failed, path, e.lines)
             return
         self.app.call_from_thread(self._opened, cursor, path)
-
-    def _scenario_cursor(self, sc, name: str):
-        """In the loading worker: a scenario seen before opens on its cached frames (no torch);
-        otherwise a session that keeps its frames in the cache for next time."""
-        from lineage.playback.cache import caching_session, open_scenario
-        cursor = open_scenario(sc)
-        if cursor is None:
-            # the one long wait of a first launch (about a second, more on a busy machine)
-            self.post_message(Stage(f"{name}: starting PyTorch"))
-            import torch  # noqa: F401
-            self.post_message(Stage(f"{name}: building the model"))
-            cursor = caching_session(sc)
-        return cursor
 
     def _open_failed(self, path: str, lines: list[str], quotes_file: bool = True) -> None:
         keeping = self.player.cursor.info["title"] if self.player.cursor else None
