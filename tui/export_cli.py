@@ -185,7 +185,8 @@ def _snapshot_of(cur, args, out: Path) -> int:
     except Exception as e:  # noqa: BLE001
         return err(f"{args.source}: step {args.step}: {first_line(e)}")
     if out.suffix in (".svg", ".png"):
-        from tui.snapshot import render_svg, svg_to_png
+        from tui.headless import render_svg
+        from tui.snapshot import svg_to_png
         try:
             svg = render_svg(resolve(args.source), args.step - 1, args.panel,
                              tuple(args.size) if args.size else None, args.salvage, cursor=cur, theme=args.theme)
@@ -235,7 +236,8 @@ def _slides(args) -> int:
     cur, code = open_file(args.source, salvage=args.salvage)
     if cur is None:
         return code
-    from tui.snapshot import caption_steps, write_slides
+    from tui.headless import write_slides
+    from tui.snapshot import caption_steps
     taken = [p for p in (out.glob("[0-9]*-step*.png") if out.is_dir() else [])]
     if taken:
         cur.close()

@@ -44,7 +44,7 @@ def test_the_ui_thread_reads_no_frame_while_stepping_and_playing():
             await pilot.press("space")
             await settle(pilot, app)
             kinds = {type(p.view).__name__ for p in app.query("Panel")}
-            assert {"StatePanelView", "DecayPanelView", "RoutingPanelView", "TokensPanelView"} <= kinds
+            assert {"StatePanelView", "HeadSweep", "RoutingPanelView", "TokensPanelView"} <= kinds
     asyncio.run(go())
     assert ui_reads == []
 
@@ -92,8 +92,8 @@ def test_views_hold_copies_of_the_frame_history():
     cur = open_path(str(SC / "tour.yaml"), device="cpu")
     try:
         view = PANELS["decay"].prepare(cur, 10, {"kind": "decay"}, 100)
-        assert view.alphas.first == 0 and len(view.alphas.columns) == 11
+        assert view.columns.first == 0 and len(view.columns.columns) == 11
         for j in (0, 7, 10):
-            assert np.array_equal(view.alphas.column(j), cur.frame(j).decay(0, view.layer).head(0))
+            assert np.array_equal(view.columns.column(j), cur.frame(j).decay(0, view.layer).head(0))
     finally:
         cur.close()

@@ -91,6 +91,20 @@ class History:
         return [c for c in self.columns[-n:] if c is not None]
 
 
+@dataclass(frozen=True, eq=False)
+class HeadSweep:
+    """One layer and head of a model over recent steps: the view of the sweeping maps that show
+    one head's channels (the decay panel's alpha, the gate panel's output gate)."""
+    name: str                  # the model's
+    model: int
+    layer: int
+    layers: tuple              # the layers the picker steps through
+    head: int
+    heads: int
+    step: int
+    columns: History           # per step: the head's values, one per channel (or one per head)
+
+
 def history(i: int, column) -> History:
     """History of column(j) (an array or None) for the steps up to i."""
     first = max(0, i - HISTORY + 1)

@@ -2,8 +2,6 @@
 channels down, recent steps across. Bright rows hold memory; dark rows clear it."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from lineage.configs import DECAY_MIXERS
@@ -11,19 +9,7 @@ from lineage.configs import DECAY_MIXERS
 from ..widgets.heatmap import colour_bar
 from ..widgets.text_box import TextBox
 from .base import Absent, SweepPanel
-from .common import History, drawable_layers, history, model_name, ramp_rows, shown_layer
-
-
-@dataclass(frozen=True, eq=False)
-class DecayPanelView:
-    name: str
-    model: int
-    layer: int
-    layers: tuple
-    head: int
-    heads: int
-    step: int
-    alphas: History            # per step: the head's alpha, (channels,) or (1,) per head
+from .common import HeadSweep, drawable_layers, history, model_name, ramp_rows, shown_layer
 
 
 def prepare(cur, i: int, p: dict, width: int):
@@ -40,13 +26,13 @@ def prepare(cur, i: int, p: dict, width: int):
         d = cur.frame(j).decay(m, layer)
         return None if d is None else d.head(min(h, d.alpha.shape[0] - 1))
 
-    return DecayPanelView(model_name(cur.info, m), m, layer, tuple(layers), h, H, i, history(i, column))
+    return HeadSweep(model_name(cur.info, m), m, layer, tuple(layers), h, H, i, history(i, column))
 
 
 def lines(view, width: int) -> list[str]:
     if isinstance(view, Absent):
         return [view.text]
-    cols = view.alphas.last(max(1, min(width - 12, 48)))
+    cols = view.columns.last(max(1, min(width - 12, 48)))
     if not cols:
         return ["decay: no decay recorded"]
     A = np.stack(cols, axis=1)                                           # (channels, recent steps)
@@ -69,8 +55,8 @@ class DecayPanel(SweepPanel):
         if self.absent(view):
             return
         i, layer = view.step, view.layer
-        A = self.show_sweep((view.model, layer, view.head), i, view.alphas)
-        now = view.alphas.column(i)
+        A = self.show_sweep((view.model, layer, view.head), i, view.columns)
+        now = view.columns.column(i)
         per = "channel" if A.shape[0] > 1 else "head"
         self.set_title(f"decay · L{layer} head {view.head} · alpha per {per} · last {min(A.shape[1], i + 1)} steps")
         legend = colour_bar("sequential", 1.0, no_color=self.app.no_color)

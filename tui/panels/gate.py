@@ -2,28 +2,14 @@
 down, recent steps across. Near 1 a channel passes what attention retrieved; near 0 it drops it."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..widgets.heatmap import colour_bar
 from ..widgets.text_box import TextBox
 from .base import Absent, SweepPanel
-from .common import History, drawable_layers, history, model_name, ramp_rows, shown_layer
+from .common import HeadSweep, drawable_layers, history, model_name, ramp_rows, shown_layer
 
 KINDS = ("mla",)
-
-
-@dataclass(frozen=True, eq=False)
-class GatePanelView:
-    name: str
-    model: int
-    layer: int
-    layers: tuple
-    head: int
-    heads: int
-    step: int
-    gates: History             # per step: the head's gate per value channel, None without a gate
 
 
 def prepare(cur, i: int, p: dict, width: int):
@@ -41,13 +27,13 @@ def prepare(cur, i: int, p: dict, width: int):
         g = cur.frame(j).gate(m, layer)
         return None if g is None else g[min(h, g.shape[0] - 1)]
 
-    return GatePanelView(model_name(cur.info, m), m, layer, tuple(layers), h, H, i, history(i, column))
+    return HeadSweep(model_name(cur.info, m), m, layer, tuple(layers), h, H, i, history(i, column))
 
 
 def lines(view, width: int) -> list[str]:
     if isinstance(view, Absent):
         return [view.text]
-    cols = view.gates.last(max(1, min(width - 14, 48)))
+    cols = view.columns.last(max(1, min(width - 14, 48)))
     if not cols:
         return [f"gate: layer {view.layer} of {view.name} has no output gate (plain MLA)"]
     G = np.stack(cols, axis=1)                                           # (channels, recent steps)
@@ -70,11 +56,11 @@ class GatePanel(SweepPanel):
         if self.absent(view):
             return
         i = view.step
-        now = view.gates.columns[-1]
+        now = view.columns.columns[-1]
         if now is None:
             self.put(self.query_one("#legend", TextBox), "no gated MLA layer here (plain MLA has no output gate)")
             return
-        G = self.show_sweep((view.model, view.layer, view.head), i, view.gates)
+        G = self.show_sweep((view.model, view.layer, view.head), i, view.columns)
         self.set_title(f"gate · L{view.layer} head {view.head} · sigmoid(g_proj(x)) per channel · "
                        f"last {min(G.shape[1], i + 1)} steps")
         legend = colour_bar("sequential", 1.0, no_color=self.app.no_color)
