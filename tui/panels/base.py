@@ -120,7 +120,9 @@ class Panel(Vertical, can_focus=True):
     def _draw(self, cursor, i: int, view) -> None:
         """Put a view on screen. Data a panel cannot draw (NaN where a count is due, a trace's
         odd values) becomes a notice on the panel's border, and the app carries on."""
-        self._shown, self.view = (cursor, i), view
+        self._shown = (cursor, i)
+        if not isinstance(view, Unshowable):   # pickers act on the last view that could be drawn
+            self.view = view
         if self._notice:                       # the last step could not be drawn; this one may
             self.border_subtitle, self._notice = "", False
         try:
