@@ -128,6 +128,8 @@ class LineageApp(App):
         """Show or hide a panel; the others (and their pictures) take the room it leaves."""
         panel.display = not panel.display
         self.main._fit_layout()
+        if panel.display and self.cursor is not None:     # hidden, it was not prepared for
+            panel.show(self.cursor, self.index)
 
     def _ask_open(self) -> None:
         self.push_screen(AskScreen("Open a scenario (.yaml) or trace, or a bundled name", "recall"),

@@ -13,30 +13,12 @@ from ..did_you_mean import did_you_mean
 from . import gpt2, kimi_linear, qwen3_next
 from .hfconfig import Fields, read_config
 from .problems import PretrainedError
-from .shards import Shards, weight_files
+from .shards import Shards, resolve_dir, weight_files
 from .tokenizer import load_tokenizer
 
 ARCHS = {m.MODEL_TYPE: m for m in (gpt2, kimi_linear, qwen3_next)}
 DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
           "float16": "float16", "fp16": "float16", "float64": "float64"}
-
-
-def resolve_dir(path) -> Path:
-    """The directory holding config.json: `path` itself, or for a hub cache folder
-    (`models--org--name`) the snapshot that refs/main names (or its only snapshot)."""
-    root = Path(path).expanduser()
-    if not root.is_dir():
-        raise PretrainedError(f"{root}: not a directory (a checkpoint is a folder with config.json and *.safetensors)")
-    snaps = root / "snapshots"
-    if not (root / "config.json").exists() and snaps.is_dir():
-        ref = root / "refs" / "main"
-        if ref.is_file() and (snaps / ref.read_text().strip()).is_dir():
-            return snaps / ref.read_text().strip()
-        found = sorted(p for p in snaps.iterdir() if p.is_dir())
-        if len(found) == 1:
-            return found[0]
-        raise PretrainedError(f"{root}: {len(found)} snapshots and no refs/main; give the snapshot folder itself")
-    return root
 
 
 def is_checkpoint(path) -> bool:

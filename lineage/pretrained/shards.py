@@ -1,4 +1,5 @@
-"""The weight files of a checkpoint directory: safetensors only, one file or an index of shards.
+"""The files of a checkpoint directory: where it is (a hub cache folder's snapshot), and its
+weights, safetensors only, one file or an index of shards.
 
 Every file is opened (header read and checked by the `safetensors` library, which refuses a
 truncated file, a header whose offsets or shapes disagree with the data, or junk) before any
@@ -21,6 +22,24 @@ PICKLES = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "mod
 CONVERT = ("convert it once where you trust the file: python -c \"import torch; from safetensors.torch "
            "import save_file; save_file(torch.load('pytorch_model.bin', weights_only=True), "
            "'model.safetensors')\"")
+
+
+def resolve_dir(path) -> Path:
+    """The directory holding config.json: `path` itself, or for a hub cache folder
+    (`models--org--name`) the snapshot that refs/main names (or its only snapshot)."""
+    root = Path(path).expanduser()
+    if not root.is_dir():
+        raise PretrainedError(f"{root}: not a directory (a checkpoint is a folder with config.json and *.safetensors)")
+    snaps = root / "snapshots"
+    if not (root / "config.json").exists() and snaps.is_dir():
+        ref = root / "refs" / "main"
+        if ref.is_file() and (snaps / ref.read_text().strip()).is_dir():
+            return snaps / ref.read_text().strip()
+        found = sorted(p for p in snaps.iterdir() if p.is_dir())
+        if len(found) == 1:
+            return found[0]
+        raise PretrainedError(f"{root}: {len(found)} snapshots and no refs/main; give the snapshot folder itself")
+    return root
 
 
 def weight_files(root: Path) -> list[Path]:

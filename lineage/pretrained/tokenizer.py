@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..escapes import visible
 from .problems import PretrainedError
+from .shards import resolve_dir
 
 
 class HFTokenizer:
@@ -115,7 +116,6 @@ def tokenizer_for(path) -> HFTokenizer | None:
     """The tokenizer of a checkpoint directory (hub cache folders too), read once per process:
     validate, the step count and the session all ask for it. None when there is none or the
     directory cannot be read (the loader says why, at its own place)."""
-    from .loader import resolve_dir
     try:
         root = resolve_dir(path)
         stamp = max((root / n).stat().st_mtime for n in ("tokenizer.json", "vocab.json", "tiktoken.model", "config.json")

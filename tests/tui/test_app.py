@@ -8,7 +8,7 @@ import pytest
 from tui.app import LineageApp
 from tui.cli import main
 from tui.panels.base import Panel
-from tui.snapshot import settle as settled
+from tui.headless import settle as settled
 from tui.widgets.heatmap import Heatmap
 from tui.widgets.timeline import Timeline
 

@@ -9,7 +9,7 @@ from lineage.playback.session import Session
 from lineage.scenario import load
 from tui.app import LineageApp
 from tui.panels.figure import FigurePanel, chunk_plot, text_form
-from tui.snapshot import settle as settled
+from tui.headless import settle as settled
 
 SC = Path(__file__).resolve().parents[2] / "scenarios"
 FIGURES = ["fig1_param_ratio", "fig2_kv_cache", "fig3_dials", "fig4_chunk_dial", "fig7_k3_layer_map",

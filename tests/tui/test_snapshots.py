@@ -8,7 +8,7 @@ import pytest
 
 from tui.app import LineageApp
 from tui.panels.base import Panel
-from tui.snapshot import settle
+from tui.headless import settle
 
 SC = Path(__file__).resolve().parents[2] / "scenarios"
 
@@ -76,7 +76,7 @@ SLIDES = [("fig5_gating", 12, "recall"), ("lineage_compare", 59, "state"), ("fig
 @pytest.mark.parametrize("scenario, step, kind", SLIDES, ids=[f"{c[0]}-{c[2]}" for c in SLIDES])
 def test_slide_snapshot(snap_compare, scenario, step, kind):
     """A panel's slide as `lineage snapshot --panel` and `lineage slides --panel` export it."""
-    from tui.snapshot import _show, _slide_mode
+    from tui.headless import _show, _slide_mode
 
     async def before(pilot):
         app = pilot.app

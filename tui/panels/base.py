@@ -1,11 +1,15 @@
-"""The frame around every panel: a bordered box with a title, told to show step i of a cursor.
+"""The frame around every panel: a bordered box with a title that puts a prepared view on screen.
 
-A panel kind lives in one file of this folder (its widget and its text form side by side) and
-one line of the registry in `__init__.py`.
+A panel kind lives in one file of this folder: `prepare(cursor, i, options, width)`, a pure
+function that reads the frames and returns the kind's view (a small frozen record holding
+what the panel draws, history included), `lines(view, width)`, its text form, and the widget,
+whose `draw(view)` only puts the view on screen. The main screen runs `prepare` in its step
+worker, so the UI thread never reads frames; the registry in `__init__.py` names the kinds.
 """
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from rich.text import Text
@@ -16,19 +20,41 @@ from ..player import Throttle
 from ..widgets.heatmap import Heatmap
 from ..widgets.sweep import Sweep
 from ..widgets.text_box import TextBox
+from .common import drawable_layers
 
 
-# what a panel's drawing raises on values it cannot draw (NaN or inf from a diverging model or
+# what preparing or drawing raises on values it cannot draw (NaN or inf from a diverging model or
 # a stranger's trace, shapes a trace got wrong): shown on the panel, never a crash
 DRAW_ERRORS = (ValueError, TypeError, KeyError, IndexError, ZeroDivisionError, OverflowError)
 
 
+@dataclass(frozen=True)
+class Room:
+    """What a view is prepared for: the panel's options as they were when asked (a copy) and
+    its width in cells. The step worker reads a panel's Room, never its widgets; a view whose
+    Room is no longer the panel's (a picker or a resize came first) is prepared again."""
+    options: dict
+    width: int
+
+
+@dataclass(frozen=True)
+class Unshowable:
+    """The view of a step whose data could not be prepared: the panel's border says why."""
+    error: str
+
+
+@dataclass(frozen=True)
+class Absent:
+    """A heatmap panel with nothing to draw here: `text` for its text form, `legend` on screen."""
+    text: str
+    legend: str
+
+
 class Panel(Vertical, can_focus=True):
-    """Subclasses build their children in compose() and redraw them in draw().
+    """Subclasses build their children in compose() and put a view on them in draw().
 
     `options` is the panel's entry from the scenario (kind, model, layer, head, quantity, ...);
-    pickers change a copy of it, never the scenario. `text_form(cursor, i, options, width)` gives
-    the panel as lines of plain text.
+    pickers change a copy of it, never the scenario, and act on the view on screen.
     """
 
     DEFAULT_CSS = """
@@ -36,7 +62,8 @@ class Panel(Vertical, can_focus=True):
     Panel:focus-within { border: round $accent; }
     """
     kind = "panel"
-    text_form = None
+    prepare = None             # prepare(cursor, i, options, width) -> view   (any thread)
+    lines = None               # lines(view, width) -> the text form of a view
     ALLOW_MAXIMIZE = True      # heatmap panels pass the focus to their map; they still maximise
     # During playback a panel that is costly to draw redraws at most this often (seconds);
     # stepping by hand always draws at once. 0: every frame.
@@ -45,12 +72,14 @@ class Panel(Vertical, can_focus=True):
     def __init__(self, options: dict, **kw):
         super().__init__(**kw)
         self.options = dict(options)
+        self.room = Room(dict(self.options), 0)
         self.border_title = Content(self.title())      # a scenario's title is text, never markup
         self.playing = False           # the screen says so: text is paced while playing
         self._shown = None             # (cursor, i) last drawn: resizes and pickers redraw it
+        self.view = None               # the view on screen: pickers act on what it shows
+        self._latest = None            # (cursor, i, view) newest handed over, drawn when the pace allows
         self._notice = False           # the border subtitle says the shown step cannot be drawn
-        self._pace = Throttle(self.MIN_INTERVAL)
-        self._text_pace: dict[str, Throttle] = {}
+        self._paces: dict[str, Throttle] = {}
 
     def title(self) -> str:
         return self.options.get("title") or self.kind
@@ -65,98 +94,120 @@ class Panel(Vertical, can_focus=True):
         if str(self.border_title) != text:
             self.border_title = Content(text)          # may hold a model's name from the scenario
 
-    # -- drawing ------------------------------------------------------------------------
+    # -- views --------------------------------------------------------------------------
+    def prepared(self, cursor, i: int, room: Room | None = None):
+        """The view of step i for `room` (the panel's own by default). Any thread: it reads
+        the frames and the Room, never a widget; bad data becomes an Unshowable view."""
+        room = room or self.room
+        try:
+            return type(self).prepare(cursor, i, room.options, room.width)
+        except DRAW_ERRORS as e:
+            return Unshowable(str(e))
+
+    def take(self, cursor, i: int, room: Room, view) -> None:
+        """Hand over the view a worker prepared for `room`; drawn by paced_show."""
+        if room != self.room:          # options or size changed since it was asked for
+            view = self.prepared(cursor, i)
+        self._latest = (cursor, i, view)
+
     def show(self, cursor, i: int) -> None:
-        """Draw step i. Data a panel cannot draw (NaN where a count is due, a trace's odd
-        values) becomes a notice on the panel's border, and the app carries on."""
+        """Prepare step i here and draw it at once (pickers, resizes, exports: the frames are
+        already made, and one panel's view costs what drawing it does)."""
+        self._fit_room()
+        self._latest = (cursor, i, self.prepared(cursor, i))
+        self._draw(*self._latest)
+
+    def _draw(self, cursor, i: int, view) -> None:
+        """Put a view on screen. Data a panel cannot draw (NaN where a count is due, a trace's
+        odd values) becomes a notice on the panel's border, and the app carries on."""
         self._shown = (cursor, i)
+        if not isinstance(view, Unshowable):   # pickers act on the last view that could be drawn
+            self.view = view
         if self._notice:                       # the last step could not be drawn; this one may
             self.border_subtitle, self._notice = "", False
         try:
-            self.draw(cursor, i)
+            if isinstance(view, Unshowable):
+                raise ValueError(view.error)
+            self.draw(view)
         except DRAW_ERRORS as e:
             self.border_subtitle = Content(f"step {i + 1} cannot be drawn: {e}"[:120])
             self._notice = True
 
-    def draw(self, cursor, i: int) -> None:
+    def draw(self, view) -> None:
         raise NotImplementedError
 
-    def paced_show(self, cursor, i: int, playing: bool) -> None:
-        """show(), but during playback no more often than MIN_INTERVAL; the last frame is
-        always drawn (a timer catches up with the newest one)."""
+    def paced_show(self, playing: bool) -> None:
+        """Draw the view taken last, but during playback no more often than MIN_INTERVAL; the
+        last frame is always drawn (a timer catches up with the newest one)."""
         self.playing = playing
-        wait = self._pace.offer((cursor, i), time.monotonic(), playing)
-        if wait is None:
-            self.show(cursor, i)
-        elif wait:
-            self.set_timer(wait, self._catch_up)
-
-    def _catch_up(self) -> None:
-        held = self._pace.release(time.monotonic())
-        if held is not None:
-            self.show(*held[0])
+        if self._latest is not None:
+            self.paced("", self.MIN_INTERVAL, self._latest, lambda held: self._draw(*held))
 
     def put(self, box: TextBox, content, pace: float = 0.0) -> None:
         """Put content in a TextBox. With `pace`, during playback the text changes at most every
         `pace` seconds (the newest content is kept and shown when the interval is up): nobody
         reads a legend at 30 steps a second, and re-rendering text is most of what a step costs."""
-        throttle = self._text_pace.setdefault(box.id, Throttle())
-        throttle.interval = pace
-        wait = throttle.offer(content, time.monotonic(), self.playing)
-        if wait is None:
-            box.put(content)
-        elif wait:
-            self.set_timer(wait, lambda: self._release_text(box, throttle))
+        self.paced(box.id, pace, content, box.put)
 
-    def _release_text(self, box: TextBox, throttle: Throttle) -> None:
+    def paced(self, key: str, interval: float, value, apply) -> None:
+        """The one repaint pace, for the whole panel (key "") and for each of its text boxes:
+        apply(value) now, or while playing at most every `interval` seconds, the newest value
+        held meanwhile and applied when the interval is up."""
+        throttle = self._paces.setdefault(key, Throttle())
+        throttle.interval = interval
+        wait = throttle.offer(value, time.monotonic(), self.playing)
+        if wait is None:
+            apply(value)
+        elif wait:
+            self.set_timer(wait, lambda: self._release(throttle, apply))
+
+    def _release(self, throttle: Throttle, apply) -> None:
         held = throttle.release(time.monotonic())
         if held is not None:
-            box.put(held[0])
+            apply(held[0])
+
+    def _fit_room(self) -> None:
+        self.room = Room(dict(self.options), self.size.width)
 
     def on_resize(self) -> None:
         # what a panel draws depends on its width (text wrap, sweep span, plot size): redraw
         # the shown frame at the new size, so the picture never depends on when a resize landed
+        self._fit_room()
         if self._shown is not None:
             self.show(*self._shown)
+
+    @classmethod
+    def text_form(cls, cursor, i: int, options: dict, width: int) -> list[str]:
+        """The panel at step i as lines of plain text, made from the view the widget draws."""
+        return cls.lines(cls.prepare(cursor, i, options, width), width)
 
     def text(self, cursor, i: int) -> str:
         """The plain-text version of this panel (for `s` snapshots and NO_COLOR readers)."""
         return "\n".join(self.text_form(cursor, i, self.options, 100))
 
-    # -- pickers: panels that show one layer --------------------------------------------
+    # -- pickers: panels that show one layer; they act on the view on screen --------------
     # which mixer kinds have what they draw (state, decay), and whether the layer / head
     # pickers act on the panel
     LAYER_KINDS: tuple = ()
     pickable = False
 
     def drawable_layers(self, cursor) -> list[int]:
-        m = self.options.get("model", 0)
-        cfg = cursor.model_config(m)
-        if cfg is None:             # a toy memory: one layer
-            return [0]
-        watch = cursor.info["models"][m].get("watch")   # a real checkpoint's frames hold the watched layers only
-        return [i for i, k in enumerate(cfg.mixers) if k in self.LAYER_KINDS and (watch is None or i in watch)]
-
-    def current_layer(self, cursor) -> int | None:
-        """The layer to draw: the one asked for if it has something to show, else the first that does."""
-        layers = self.drawable_layers(cursor)
-        if not layers:
-            return None
-        if self.options.get("layer") not in layers:
-            self.options["layer"] = layers[0]
-        return self.options["layer"]
+        return drawable_layers(cursor, self.options, self.LAYER_KINDS)
 
     def pick_layer(self, delta: int) -> bool:
-        layers = self.drawable_layers(self._shown[0]) if self.pickable and self._shown else []
+        layers = getattr(self.view, "layers", ()) if self.pickable else ()
         if len(layers) < 2:
             return False
-        j = layers.index(self.options["layer"]) if self.options.get("layer") in layers else 0
+        j = layers.index(self.view.layer) if self.view.layer in layers else 0
         self.options["layer"] = layers[(j + delta) % len(layers)]
         return True
 
-    # panels with heads or quantities override these
     def pick_head(self, delta: int) -> bool:
-        return False
+        heads = getattr(self.view, "heads", 1)
+        if heads < 2:
+            return False
+        self.options["head"] = (self.view.head + delta) % heads
+        return True
 
     def cycle_quantity(self) -> bool:
         return False
@@ -180,6 +231,13 @@ class HeatmapPanel(Panel, can_focus=False):
         yield Heatmap()
         yield TextBox(id="legend")
 
+    def absent(self, view) -> bool:
+        """Say so in the legend when the view has nothing to draw (the map keeps what it had)."""
+        if isinstance(view, Absent):
+            self.put(self.query_one("#legend", TextBox), view.legend)
+            return True
+        return False
+
 
 class SweepPanel(HeatmapPanel):
     """A heatmap panel whose picture is a Sweep of recent steps."""
@@ -188,10 +246,10 @@ class SweepPanel(HeatmapPanel):
         super().__init__(options, **kw)
         self._sweep = Sweep()       # here, not on mount: the app may ask for a frame first
 
-    def show_sweep(self, key, i: int, column) -> np.ndarray:
-        """Sweep `column(j)` (values in [0, 1]) up to step i onto the heatmap, "now" marked and
-        the gap after it blank; returns the (rows, steps) picture."""
-        data = self._sweep.update(key, i, column, self.size.width)
+    def show_sweep(self, key, i: int, history) -> np.ndarray:
+        """Sweep the view's `history` (the columns of the steps up to i, values in [0, 1]) onto
+        the heatmap, "now" marked and the gap after it blank; returns the (rows, steps) picture."""
+        data = self._sweep.update(key, i, lambda j: history.column(j), self.size.width)
         hm = self.query_one(Heatmap)
         hm.set_marker(self._sweep.column_of(i))
         hm.set_data(data, "sequential", vmax=1.0, blank=self._sweep.blank(i))
@@ -215,14 +273,14 @@ class TextPanel(Panel):
     def compose(self):
         yield TextBox(id="body")
 
-    def rich(self, cursor, i: int) -> Text | None:
+    def rich(self, view) -> Text | None:
         return None
 
-    def draw(self, cursor, i: int) -> None:
+    def draw(self, view) -> None:
         body = self.query_one("#body", TextBox)
-        content = None if self.app.no_color else self.rich(cursor, i)
+        content = None if self.app.no_color else self.rich(view)
         if content is not None:
             self.put(body, content, pace=self.RICH_PACE)
         else:
             width = max(40, self.size.width - 4)
-            self.put(body, Text("\n".join(self.text_form(cursor, i, self.options, width))))
+            self.put(body, Text("\n".join(self.lines(view, width))))

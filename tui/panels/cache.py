@@ -2,6 +2,8 @@
 constant recurrent state, measured from the running model and projected to long context."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.text import Text
 
 from lineage.arithmetic import batch_per_card
@@ -11,28 +13,49 @@ from .base import Panel
 from .common import fmt_bytes
 
 
-def text_form(cur, i: int, p: dict, width: int) -> list[str]:
+@dataclass(frozen=True, eq=False)
+class CachePanelView:
+    names: list                # every model's name
+    bytes: list                # every model's cache and state bytes record (None: a toy memory)
+    model: int                 # the model the picture shows
+    context: int               # the context projected to
+    batch: int | None          # the picture's model: sequences per 141 GB card at that context
+
+
+def prepare(cur, i: int, p: dict, width: int) -> CachePanelView:
     f, info = cur.frame(i), cur.info
-    lines = ["cache: memory per sequence, from the running model and projected"]
-    for m, model in enumerate(info["models"]):
-        if model["kind"] != "lm":
+    names = [model["name"] for model in info["models"]]
+    records = [f.cache(m, cur.model_config(m)) if model["kind"] == "lm" else None
+               for m, model in enumerate(info["models"])]
+    m = p.get("model", 0)
+    ctx = int(p.get("context") or 1 << 20)
+    b, batch = (records[m] if m < len(records) else None), None
+    if b is not None and b.per_tok:
+        weights = int(info["models"][m].get("params", 0) * 2)
+        batch = batch_per_card(ctx, int(b.per_tok), weights, state_bytes=b.state)
+    return CachePanelView(names, records, m, ctx, batch)
+
+
+def lines(view: CachePanelView, width: int) -> list[str]:
+    out = ["cache: memory per sequence, from the running model and projected"]
+    ctx = view.context
+    for name, b in zip(view.names, view.bytes):
+        if b is None:
             continue
-        b = f.cache(m, cur.model_config(m))
         cache_b, n_tok, state_b = b.cache, b.tokens, b.state
         per_tok = cache_b / n_tok if n_tok else 0.0
-        lines.append(f"  {model['name']}: {n_tok} tokens cached, cache {fmt_bytes(cache_b)} "
-                     f"({per_tok:,.0f} B/token), recurrent state {fmt_bytes(state_b)} (constant; {b.dtypes})")
-        ctx = p.get("context") or 1 << 20
+        out.append(f"  {name}: {n_tok} tokens cached, cache {fmt_bytes(cache_b)} "
+                   f"({per_tok:,.0f} B/token), recurrent state {fmt_bytes(state_b)} (constant; {b.dtypes})")
         if per_tok:
             cross = state_b / per_tok
-            lines.append(f"  at {ctx:,} tokens: cache {fmt_bytes(per_tok * ctx)} vs state {fmt_bytes(state_b)}; "
-                         f"crossover at {cross:,.0f} tokens (state is larger before it, cache after)")
+            out.append(f"  at {ctx:,} tokens: cache {fmt_bytes(per_tok * ctx)} vs state {fmt_bytes(state_b)}; "
+                       f"crossover at {cross:,.0f} tokens (state is larger before it, cache after)")
         ladder = [n for n in (256, 4096, 65536, 1 << 20) if n <= max(ctx, 256)]
         for n in ladder:
             bar_c = int(min(40, 40 * per_tok * n / max(per_tok * ctx, state_b, 1)))
             bar_s = int(min(40, 40 * state_b / max(per_tok * ctx, state_b, 1)))
-            lines.append(f"  {n:>9,} cache {'#' * bar_c:<40} state {'=' * bar_s}")
-    return lines
+            out.append(f"  {n:>9,} cache {'#' * bar_c:<40} state {'=' * bar_s}")
+    return out
 
 
 SERIES = [("orange", "c"), ("blue", "m"), ("green", "s")]       # plotext colour, no-colour marker
@@ -42,7 +65,8 @@ NAMES = ["latent/KV cache", "as plain MHA KV", "recurrent state (constant)"]
 
 class CachePanel(Panel):
     kind = "cache"
-    text_form = staticmethod(text_form)
+    prepare = staticmethod(prepare)
+    lines = staticmethod(lines)
     MIN_INTERVAL = 0.5          # a plot costs ~13 ms: during playback redraw at most twice a second
 
     _sized: int | None = None          # the height this panel set on itself (None: the CSS's)
@@ -51,19 +75,15 @@ class CachePanel(Panel):
         yield TextBox(id="plot")
         yield TextBox(id="legend")
 
-    def draw(self, cursor, i: int) -> None:
-        info, f = cursor.info, cursor.frame(i)
-        m = self.options.get("model", 0)
-        if info["models"][m]["kind"] != "lm":
+    def draw(self, view: CachePanelView) -> None:
+        b = view.bytes[view.model] if view.model < len(view.bytes) else None
+        if b is None:
             self.put(self.query_one("#legend", TextBox), "cache: this is a toy memory (no cache)")
             return
-        b = f.cache(m, cursor.model_config(m))
-        ctx = int(self.options.get("context") or 1 << 20)
+        ctx, batch = view.context, view.batch
         per_tok = b.per_tok
         cross = b.state / per_tok if per_tok else None
         width = max(30, (self.content_region.width or 80) - 2)
-        weights = int(info["models"][m].get("params", 0) * 2)
-        batch = batch_per_card(ctx, int(per_tok), weights, state_bytes=b.state) if per_tok else None
         t = Text()
         t.append(f"now {b.tokens:,} tokens: cache {fmt_bytes(b.cache)} ({per_tok:,.0f} B/token), "
                  f"state {fmt_bytes(b.state)} (constant)\ncounted as {b.dtypes}")

@@ -8,14 +8,19 @@ from rich.text import Text
 from .base import TextPanel
 
 
-def text_form(cur, i: int, p: dict, width: int) -> list[str]:
-    text = cur.frame(i).caption()
+def prepare(cur, i: int, p: dict, width: int) -> str | None:
+    """The view is the note itself (None: none at this step)."""
+    return cur.frame(i).caption()
+
+
+def lines(text: str | None, width: int) -> list[str]:
     return [f"note: {text}"] if text else ["note: (none at this step)"]
 
 
 class CaptionsPanel(TextPanel):
     kind = "captions"
-    text_form = staticmethod(text_form)
+    prepare = staticmethod(prepare)
+    lines = staticmethod(lines)
     # the colour is the theme's (CSS), not a fixed yellow: legible on light themes too
     DEFAULT_CSS = """
     CaptionsPanel { height: auto; max-height: 12; min-height: 3; border: tall $accent 50%;
@@ -23,8 +28,7 @@ class CaptionsPanel(TextPanel):
     CaptionsPanel.-quiet { color: $text-muted; text-style: italic; }
     """
 
-    def rich(self, cursor, i: int) -> Text:
-        text = cursor.frame(i).caption()
+    def rich(self, text: str | None) -> Text:
         if self.has_class("-quiet") != (not text):     # a class change restyles: only when it changes
             self.set_class(not text, "-quiet")
         return Text(text or "(no note at this step)", Style())

@@ -1,9 +1,11 @@
-"""What the panels' text forms share: glyph maps of arrays, byte sizes, token and model names,
-the layer a panel shows. A text form (each panel file has one) is the `lineage snapshot -o
+"""What the panels share: glyph maps of arrays, byte sizes, token and model names, the layer a
+panel shows, a history of recent steps' columns. A text form (each panel file has one) is the `lineage snapshot -o
 OUT.txt` output and the reference the coloured panel is checked against: shapes and numbers
 carry the meaning, no colour needed.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -51,11 +53,59 @@ def model_name(info: dict, m: int) -> str:
     return info["models"][m]["name"] if m < len(info.get("models", [])) else f"model {m}"
 
 
-def pick_layer(cur, m: int, layer, kinds) -> int | None:
+def drawable_layers(cur, p: dict, kinds) -> list[int]:
+    """The layers of model p["model"] that have what a panel of these mixer kinds draws."""
+    m = p.get("model", 0)
     cfg = cur.model_config(m)
     if cfg is None:             # a toy memory: one layer
-        return 0
-    if layer is not None:
-        return layer
-    return next((i for i, k in enumerate(cfg.mixers) if k in kinds), None)
+        return [0]
+    watch = cur.info["models"][m].get("watch")   # a real checkpoint's frames hold the watched layers only
+    return [i for i, k in enumerate(cfg.mixers) if k in kinds and (watch is None or i in watch)]
 
+
+def shown_layer(layers: list[int], asked) -> int | None:
+    """The layer to draw: the one asked for if it has something to show, else the first that does."""
+    if not layers:
+        return None
+    return asked if asked in layers else layers[0]
+
+
+HISTORY = 96            # steps a history keeps: the widest sweep (widgets/sweep.py), more than any text form
+
+
+@dataclass(frozen=True, eq=False)
+class History:
+    """One column per step for steps `first`..i (at most HISTORY of them), None where a frame
+    has none: what a sweeping panel draws and its text form prints."""
+    first: int
+    columns: tuple
+
+    def column(self, j: int) -> np.ndarray:
+        c = self.columns[j - self.first] if j >= self.first else None
+        if c is None:
+            raise ValueError(f"step {j + 1} has nothing recorded for this panel")
+        return c
+
+    def last(self, n: int) -> list[np.ndarray]:
+        """The columns of the last n steps that have one, oldest first."""
+        return [c for c in self.columns[-n:] if c is not None]
+
+
+@dataclass(frozen=True, eq=False)
+class HeadSweep:
+    """One layer and head of a model over recent steps: the view of the sweeping maps that show
+    one head's channels (the decay panel's alpha, the gate panel's output gate)."""
+    name: str                  # the model's
+    model: int
+    layer: int
+    layers: tuple              # the layers the picker steps through
+    head: int
+    heads: int
+    step: int
+    columns: History           # per step: the head's values, one per channel (or one per head)
+
+
+def history(i: int, column) -> History:
+    """History of column(j) (an array or None) for the steps up to i."""
+    first = max(0, i - HISTORY + 1)
+    return History(first, tuple(column(j) for j in range(first, i + 1)))

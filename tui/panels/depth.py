@@ -2,6 +2,8 @@
 the block so far (Kimi K3's depth-wise softmax over earlier layers' outputs)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from rich.style import Style
 from rich.text import Text
@@ -11,9 +13,19 @@ from .base import TextPanel
 from .common import model_name
 
 
-def depth_table(cur, i: int, p: dict):
-    """The attention-residual weights at step i as (title line, column names, rows of (label,
-    completed-block weights, partial-sum weight or None)); None for a model without them."""
+@dataclass(frozen=True, eq=False)
+class DepthPanelView:
+    """The attention-residual weights at one step: column names and rows of (label,
+    completed-block weights, partial-sum weight or None)."""
+    name: str
+    block_size: int
+    title: str
+    names: list
+    rows: list
+
+
+def prepare(cur, i: int, p: dict, width: int) -> DepthPanelView | None:
+    """None for a model without attention residuals."""
     f, info = cur.frame(i), cur.info
     m = p.get("model", 0)
     cfg = cur.model_config(m)
@@ -32,7 +44,7 @@ def depth_table(cur, i: int, p: dict):
     names = ["emb"] + [f"b{k}" for k in range(1, n_blocks)] + ["part"]
     title = (f"depth: {model_name(info, m)} attention residual weights over sources "
              f"(block size {bs}; emb = embedding, bN = completed block N, part = this block so far)")
-    return title, names, rows
+    return DepthPanelView(model_name(info, m), bs, title, names, rows)
 
 
 def depth_cells(blocks, partial, n_blocks: int) -> list[float | None]:
@@ -41,35 +53,32 @@ def depth_cells(blocks, partial, n_blocks: int) -> list[float | None]:
         [None if partial is None else float(partial)]
 
 
-def text_form(cur, i: int, p: dict, width: int) -> list[str]:
-    table = depth_table(cur, i, p)
-    if table is None:
+def lines(view: DepthPanelView | None, width: int) -> list[str]:
+    if view is None:
         return ["depth: no attention residuals in this model"]
-    title, names, rows = table
-    lines = [title, "  " + " " * 10 + "".join(f"{nm:>6}" for nm in names)]
+    names, rows = view.names, view.rows
+    out = [view.title, "  " + " " * 10 + "".join(f"{nm:>6}" for nm in names)]
     for label, blocks, partial in rows:
         cells = depth_cells(blocks, partial, len(names) - 1)
-        lines.append(f"  {label:<10}" + "".join(" " * 6 if w is None else f"{w:6.2f}" for w in cells))
-    return lines
+        out.append(f"  {label:<10}" + "".join(" " * 6 if w is None else f"{w:6.2f}" for w in cells))
+    return out
 
 
 class DepthPanel(TextPanel):
     kind = "depth"
-    text_form = staticmethod(text_form)
+    prepare = staticmethod(prepare)
+    lines = staticmethod(lines)
     MIN_INTERVAL = 0.2             # a table of 2L + 1 rows of numbers: 5 redraws a second is plenty
 
-    def rich(self, cursor, i: int) -> Text:
-        table = depth_table(cursor, i, self.options)
-        if table is None:
-            return Text("\n".join(text_form(cursor, i, self.options, self.size.width)))
-        title, names, rows = table
+    def rich(self, view: DepthPanelView | None) -> Text:
+        if view is None:
+            return Text("\n".join(lines(None, self.size.width)))
+        names, rows = view.names, view.rows
         # (headless exports report "standard" but are drawn in full colour)
         few_colours = not self.app.is_headless and self.app.console.color_system in ("standard", "windows")
         # the long title (what the columns mean) goes to the border: every row fits the panel
         self.set_subtitle("emb embedding · bN block N · part this block so far")
-        m = self.options.get("model", 0)
-        bs = cursor.model_config(m).attnres.block_size
-        short = f"{model_name(cursor.info, m)} attention residuals, block size {bs}"
+        short = f"{view.name} attention residuals, block size {view.block_size}"
         t = Text(short + "\n" + "  " + " " * 10 + "".join(f"{nm:>6}" for nm in names) + "\n")
         for label, blocks, partial in rows:
             # the text panel's cells, each coloured by its weight

@@ -31,11 +31,19 @@ def _crop(lines: list[str], width: int) -> list[str]:
     return [line if len(line) <= width else line[: width - 1] + "~" for line in lines]
 
 
-def text_form(cur, i: int, p: dict, width: int) -> list[str]:
-    row = cur.frame(i).figure()
+def prepare(cur, i: int, p: dict, width: int) -> dict | None:
+    """The view is the step's figure row (None: none)."""
+    return cur.frame(i).figure()
+
+
+def lines(row: dict | None, width: int) -> list[str]:
     if row is None:
         return ["figure: none"]
     return _crop(FORMS[row["kind"]](row, width), width)
+
+
+def text_form(cur, i: int, p: dict, width: int) -> list[str]:
+    return lines(prepare(cur, i, p, width), width)
 
 
 # ------------------------------------------------------------------------------ the forms
@@ -250,15 +258,15 @@ def chunk_plot(row, width: int, height: int, no_color: bool) -> str:
 
 class FigurePanel(TextPanel):
     kind = "figure"
-    text_form = staticmethod(text_form)
+    prepare = staticmethod(prepare)
+    lines = staticmethod(lines)
     DEFAULT_CSS = """
     FigurePanel { column-span: 3; }
     FigurePanel #body { text-wrap: nowrap; text-overflow: clip; }
     TextPanel.-figure { max-height: 60; }
     """
 
-    def rich(self, cursor, i: int) -> Text | None:
-        row = cursor.frame(i).figure()
+    def rich(self, row: dict | None) -> Text | None:
         if row is None:
             return None
         width = max(40, (self.content_region.width or 100) - 3)    # room for a scrollbar: never wrap
@@ -270,7 +278,7 @@ class FigurePanel(TextPanel):
                     out.append(ch, style=STRIP_COLOURS.get(ch, "bold" if ch in "[]-" else None))
                 out.append("\n")
             return out
-        lines = text_form(cursor, i, self.options, width)
+        lines = self.lines(row, width)
         if row["kind"] == "chunk_dial":
             plot = Text.from_ansi(chunk_plot(row, width, 14, False), no_wrap=True, overflow="crop")
             table = next(j for j, line in enumerate(lines) if line.split()[:2] == ["chunk", "FLOPs"])
@@ -284,8 +292,8 @@ class FigurePanel(TextPanel):
             out.highlight_regex(r"(?<=  )=+(?= )", "#87d700")
         return out
 
-    def draw(self, cursor, i: int) -> None:
-        super().draw(cursor, i)
+    def draw(self, row: dict | None) -> None:
+        super().draw(row)
         body = self.query_one("#body")
         rows = len(str(body.shown.plain if hasattr(body.shown, "plain") else body.shown).split("\n"))
         if self.styles.height is None or self.styles.height.value != rows + 2:

@@ -6,61 +6,63 @@ import numpy as np
 
 from ..widgets.heatmap import colour_bar
 from ..widgets.text_box import TextBox
-from .base import SweepPanel
-from .common import model_name, pick_layer, ramp_rows
+from .base import Absent, SweepPanel
+from .common import HeadSweep, drawable_layers, history, model_name, ramp_rows, shown_layer
 
 KINDS = ("mla",)
 
 
-def _column(cur, j: int, m: int, layer: int, h: int):
-    g = cur.frame(j).gate(m, layer)
-    return None if g is None else g[min(h, g.shape[0] - 1)]
-
-
-def text_form(cur, i: int, p: dict, width: int) -> list[str]:
-    info = cur.info
+def prepare(cur, i: int, p: dict, width: int):
     m = p.get("model", 0)
-    layer = pick_layer(cur, m, p.get("layer"), KINDS)
+    layers = drawable_layers(cur, p, KINDS)
+    layer = shown_layer(layers, p.get("layer"))
     if layer is None:
-        return [f"gate: {model_name(info, m)} has no MLA layer"]
+        return Absent(f"gate: {model_name(cur.info, m)} has no MLA layer",
+                      "no gated MLA layer here (plain MLA has no output gate)")
+    cfg = cur.model_config(m)
+    H = cfg.mla.n_heads if cfg is not None and cfg.mla is not None else 1
     h = p.get("head", 0)
-    span = max(1, min(width - 14, 48))
-    cols = [c for j in range(max(0, i - span + 1), i + 1) if (c := _column(cur, j, m, layer, h)) is not None]
+
+    def column(j):
+        g = cur.frame(j).gate(m, layer)
+        return None if g is None else g[min(h, g.shape[0] - 1)]
+
+    return HeadSweep(model_name(cur.info, m), m, layer, tuple(layers), h, H, i, history(i, column))
+
+
+def lines(view, width: int) -> list[str]:
+    if isinstance(view, Absent):
+        return [view.text]
+    cols = view.columns.last(max(1, min(width - 14, 48)))
     if not cols:
-        return [f"gate: layer {layer} of {model_name(info, m)} has no output gate (plain MLA)"]
+        return [f"gate: layer {view.layer} of {view.name} has no output gate (plain MLA)"]
     G = np.stack(cols, axis=1)                                           # (channels, recent steps)
-    lines = [f"gate: {model_name(info, m)} layer {layer} head {h}: sigmoid(g_proj(x)) per value channel, "
-             f"last {G.shape[1]} steps (@ passes, blank drops)"]
-    lines += ramp_rows(G)
+    out = [f"gate: {view.name} layer {view.layer} head {view.head}: sigmoid(g_proj(x)) per value channel, "
+           f"last {G.shape[1]} steps (@ passes, blank drops)"]
+    out += ramp_rows(G)
     now = G[:, -1]
-    lines.append(f"  now: mean {now.mean():.3f}, min {now.min():.3f}, max {now.max():.3f}; "
-                 f"{int((now > 0.9).sum())} of {now.size} channels pass (> 0.9), {int((now < 0.1).sum())} drop (< 0.1)")
-    return lines
+    out.append(f"  now: mean {now.mean():.3f}, min {now.min():.3f}, max {now.max():.3f}; "
+               f"{int((now > 0.9).sum())} of {now.size} channels pass (> 0.9), {int((now < 0.1).sum())} drop (< 0.1)")
+    return out
 
 
 class GatePanel(SweepPanel):
     kind = "gate"
-    text_form = staticmethod(text_form)
+    prepare = staticmethod(prepare)
+    lines = staticmethod(lines)
     LAYER_KINDS = KINDS
 
-    def draw(self, cursor, i: int) -> None:
-        m = self.options.get("model", 0)
-        layer = self.current_layer(cursor)
-        h = self.options.get("head", 0)
-        now = None if layer is None else _column(cursor, i, m, layer, h)
+    def draw(self, view) -> None:
+        if self.absent(view):
+            return
+        i = view.step
+        now = view.columns.columns[-1]
         if now is None:
             self.put(self.query_one("#legend", TextBox), "no gated MLA layer here (plain MLA has no output gate)")
             return
-        G = self.show_sweep((m, layer, h), i, lambda j: _column(cursor, j, m, layer, h))
-        self.set_title(f"gate · L{layer} head {h} · sigmoid(g_proj(x)) per channel · last {min(G.shape[1], i + 1)} steps")
+        G = self.show_sweep((view.model, view.layer, view.head), i, view.columns)
+        self.set_title(f"gate · L{view.layer} head {view.head} · sigmoid(g_proj(x)) per channel · "
+                       f"last {min(G.shape[1], i + 1)} steps")
         legend = colour_bar("sequential", 1.0, no_color=self.app.no_color)
         legend.append(f"  mean {now.mean():.3f} ({now.min():.3f}-{now.max():.3f})")
         self.put(self.query_one("#legend", TextBox), legend, pace=0.1)
-
-    def pick_head(self, delta: int) -> bool:
-        if self._shown is None:
-            return False
-        cfg = self._shown[0].model_config(self.options.get("model", 0))
-        H = cfg.mla.n_heads if cfg is not None and cfg.mla is not None else 1
-        self.options["head"] = (self.options.get("head", 0) + delta) % H
-        return True

@@ -15,13 +15,19 @@ LINEAGE_TABLE = [
 ]
 
 
-def text_form(cur, i: int, p: dict, width: int) -> list[str]:
-    lines = ["lineage: how memory changed, GPT-2 to K3"]
+def prepare(cur, i: int, p: dict, width: int) -> None:
+    """The table is the same at every step: nothing to prepare."""
+    return None
+
+
+def lines(view: None, width: int) -> list[str]:
+    out = ["lineage: how memory changed, GPT-2 to K3"]
     for row in LINEAGE_TABLE:
-        lines.append("  " + f"{row[0]:<18}{row[1]:<26}{row[2]:<26}{row[3]}"[: width - 2])
-    return lines
+        out.append("  " + f"{row[0]:<18}{row[1]:<26}{row[2]:<26}{row[3]}"[: width - 2])
+    return out
 
 
 class LineagePanel(TextPanel):
     kind = "lineage"
-    text_form = staticmethod(text_form)
+    prepare = staticmethod(prepare)
+    lines = staticmethod(lines)

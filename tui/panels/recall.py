@@ -5,6 +5,8 @@ One row per key and one column per memory, so a comparison shows both halves sid
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from rich.style import Style
 from rich.text import Text
@@ -41,6 +43,16 @@ def recall_table(cur, i: int):
     return names, rows
 
 
+@dataclass(frozen=True, eq=False)
+class RecallPanelView:
+    names: list                # the memories that keep a fact table
+    rows: list                 # (key, wanted value channel or None, [(reads, error, _) or None per memory])
+
+
+def prepare(cur, i: int, p: dict, width: int) -> RecallPanelView:
+    return RecallPanelView(*recall_table(cur, i))
+
+
 def _key_head(rows) -> str:
     return "key want" if any(w is not None for _, w, _ in rows) else "key"
 
@@ -67,21 +79,21 @@ def _key(k, want) -> str:
     return f"k{k}" + (f" v{want}" if want is not None else "")
 
 
-def text_form(cur, i: int, p: dict, width: int) -> list[str]:
-    names, rows = recall_table(cur, i)
-    lines = [HEAD]
+def lines(view: RecallPanelView, width: int) -> list[str]:
+    names, rows = view.names, view.rows
+    out = [HEAD]
     if not names:
-        return lines + ["  (no memory here keeps a fact table)"]
+        return out + ["  (no memory here keeps a fact table)"]
     key_w, widths = _columns(names, rows, width - 2)
     for group in _groups(key_w, widths, width - 2):
-        lines.append(("  " + " " * key_w + "".join(" | " + _name(names[j], widths[j]).ljust(widths[j])
+        out.append(("  " + " " * key_w + "".join(" | " + _name(names[j], widths[j]).ljust(widths[j])
                                                    for j in group)).rstrip())
-        lines.append(("  " + _key_head(rows).ljust(key_w) + "".join(" | " + "reads, error".ljust(widths[j])
+        out.append(("  " + _key_head(rows).ljust(key_w) + "".join(" | " + "reads, error".ljust(widths[j])
                                                               for j in group)).rstrip())
         for k, want, cells in rows:
             parts = [" | " + (_cell(cells[j]) if cells[j] else "-").ljust(widths[j]) for j in group]
-            lines.append("  " + _key(k, want).ljust(key_w) + "".join(parts).rstrip())
-    return lines
+            out.append("  " + _key(k, want).ljust(key_w) + "".join(parts).rstrip())
+    return out
 
 
 def _groups(key_w: int, widths: list[int], width: int) -> list[list[int]]:
@@ -98,13 +110,14 @@ def error_style(err: float) -> Style:
 
 class RecallPanel(TextPanel):
     kind = "recall"
-    text_form = staticmethod(text_form)
+    prepare = staticmethod(prepare)
+    lines = staticmethod(lines)
     DEFAULT_CSS = "RecallPanel { max-height: 100; }"     # every row of every memory, never scrolled
 
-    def rich(self, cursor, i: int) -> Text:
-        names, rows = recall_table(cursor, i)
+    def rich(self, view: RecallPanelView) -> Text:
+        names, rows = view.names, view.rows
         if not names:
-            return Text("\n".join(text_form(cursor, i, self.options, self.size.width)))
+            return Text("\n".join(lines(view, self.size.width)))
         width = max(20, self.content_region.width or 80)
         key_w, widths = _columns(names, rows, width)
         dim, bar = Style(dim=True), " │ "

@@ -6,13 +6,15 @@ COMPACT experts the panel shows one strip instead, every expert a cell left to r
 the panel's width, bright where this token went and dim by the load so far."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from rich.text import Text
 
 from ..widgets.heatmap import Heatmap
 from ..widgets.text_box import TextBox
-from .base import SweepPanel
-from .common import model_name
+from .base import Absent, SweepPanel
+from .common import History, history, model_name, shown_layer
 
 SPARK = " ▁▂▃▄▅▆▇█"
 COMPACT = 64            # more experts than this: the compact strip
@@ -28,36 +30,63 @@ def strip(r, E: int, cols: int) -> np.ndarray:
     return np.concatenate([cells, np.zeros(rows * cols - E)]).reshape(rows, cols)
 
 
-def text_form(cur, i: int, p: dict, width: int) -> list[str]:
-    f, info = cur.frame(i), cur.info
+@dataclass(frozen=True, eq=False)
+class RoutingPanelView:
+    name: str
+    model: int
+    layer: int
+    layers: tuple              # the MoE layers
+    moe: object                # the layer's MoE config (experts, top_k, shared)
+    step: int
+    now: object                # this token's routing record
+    routes: History | None     # the records of recent steps (None: compact, past COMPACT experts)
+    weights: History | None    # per step: (E,) the token's weight on every expert, for the sweep
+
+
+def moe_layers(cur, p: dict) -> list[int]:
+    cfg = cur.model_config(p.get("model", 0))
+    return [] if cfg is None else [i for i, k in enumerate(cfg.ffns) if k == "moe"]
+
+
+def prepare(cur, i: int, p: dict, width: int):
     m = p.get("model", 0)
-    cfg = cur.model_config(m)
-    layer = p.get("layer")
+    layers = moe_layers(cur, p)
+    layer = shown_layer(layers, p.get("layer"))
     if layer is None:
-        layer = next((j for j, k in enumerate(cfg.ffns) if k == "moe"), None)
-    if layer is None or cfg.ffns[layer] != "moe":
-        return [f"routing: layer {layer} has no MoE"]
-    moe = cfg.moe
+        return Absent(f"routing: layer {p.get('layer')} has no MoE", "no MoE layer in this model")
+    moe = cur.model_config(m).moe
+    now = cur.frame(i).routing(m, layer)
+    if moe.n_experts > COMPACT:
+        return RoutingPanelView(model_name(cur.info, m), m, layer, tuple(layers), moe, i, now, None, None)
+    routes = history(i, lambda j: cur.frame(j).routing(m, layer))
+    weights = History(routes.first, tuple(None if r is None else r.per_expert(moe.n_experts) for r in routes.columns))
+    return RoutingPanelView(model_name(cur.info, m), m, layer, tuple(layers), moe, i, now, routes, weights)
+
+
+def lines(view, width: int) -> list[str]:
+    if isinstance(view, Absent):
+        return [view.text]
+    moe, layer = view.moe, view.layer
     E = moe.n_experts
-    if E > COMPACT:
-        return _compact_text(f.routing(m, layer), E, moe, model_name(info, m), layer, width)
+    if view.routes is None:
+        return _compact_text(view.now, E, moe, view.name, layer, width)
     span = max(1, min(width - 12, 40))
     picks = np.zeros((E, 0), dtype=np.int8)
-    for j in range(max(0, i - span + 1), i + 1):
+    for r in view.routes.last(span):
         col = np.zeros((E, 1), dtype=np.int8)
-        col[cur.frame(j).routing(m, layer).experts, 0] = 1
+        col[r.experts, 0] = 1
         picks = np.concatenate([picks, col], axis=1)
-    r = f.routing(m, layer)
+    r = view.now
     load, experts, weights = r.load, r.experts, r.weights
-    lines = [f"routing: {model_name(info, m)} layer {layer}: {moe.top_k} of {E} experts per token "
-             f"+ {moe.n_shared} shared (# picked now, + earlier)"]
+    out = [f"routing: {view.name} layer {layer}: {moe.top_k} of {E} experts per token "
+           f"+ {moe.n_shared} shared (# picked now, + earlier)"]
     for e in range(E):
         now = "#" if e in experts else " "
         row = "".join("+" if x else "." for x in picks[e, :-1]) + now
-        lines.append(f"  e{e:<3}{row}  load {int(load[e]) if load is not None else 0}")
-    lines.append("  now: " + ", ".join(f"e{int(e)} {float(w):.2f}" for e, w in zip(experts, weights))
-                 + (f"; shared share {r.shared_share or 0:.2f}" if moe.n_shared else ""))
-    return lines
+        out.append(f"  e{e:<3}{row}  load {int(load[e]) if load is not None else 0}")
+    out.append("  now: " + ", ".join(f"e{int(e)} {float(w):.2f}" for e, w in zip(experts, weights))
+               + (f"; shared share {r.shared_share or 0:.2f}" if moe.n_shared else ""))
+    return out
 
 
 def _compact_text(r, E: int, moe, name: str, layer: int, width: int) -> list[str]:
@@ -77,31 +106,27 @@ def _compact_text(r, E: int, moe, name: str, layer: int, width: int) -> list[str
 
 class RoutingPanel(SweepPanel):
     kind = "routing"
-    text_form = staticmethod(text_form)
+    prepare = staticmethod(prepare)
+    lines = staticmethod(lines)
 
     def drawable_layers(self, cursor) -> list[int]:
-        cfg = cursor.model_config(self.options.get("model", 0))
-        return [i for i, k in enumerate(cfg.ffns) if k == "moe"]
+        return moe_layers(cursor, self.options)
 
-    def draw(self, cursor, i: int) -> None:
-        f = cursor.frame(i)
-        m = self.options.get("model", 0)
-        layer = self.current_layer(cursor)
-        if layer is None:
-            self.put(self.query_one("#legend", TextBox), "no MoE layer in this model")
+    def draw(self, view) -> None:
+        if self.absent(view):
             return
-        moe = cursor.model_config(m).moe
+        moe, layer = view.moe, view.layer
         E = moe.n_experts
-        if E > COMPACT:             # one strip of experts, not a map hundreds of rows tall
+        if view.routes is None:     # one strip of experts, not a map hundreds of rows tall
             hm = self.query_one(Heatmap)
             hm.set_marker(None)
-            hm.set_data(strip(f.routing(m, layer), E, max(16, self.size.width - 4)), "sequential", vmax=1.0)
+            hm.set_data(strip(view.now, E, max(16, self.size.width - 4)), "sequential", vmax=1.0)
             self.set_title(f"routing · L{layer} · {moe.top_k} of {E} experts + {moe.n_shared} shared · "
                            "bright: this token, dim: load")
         else:
-            self.show_sweep((m, layer), i, lambda j: cursor.frame(j).routing(m, layer).per_expert(E))   # (experts, steps)
+            self.show_sweep((view.model, layer), view.step, view.weights)     # (experts, steps)
             self.set_title(f"routing · L{layer} · {moe.top_k} of {E} experts + {moe.n_shared} shared")
-        self._legend(f.routing(m, layer))
+        self._legend(view.now)
 
     def _legend(self, r) -> None:
         load, share = r.load, r.shared_share

@@ -1,77 +1,90 @@
 """The K x V state of one layer and head: S, the last write (delta S) or the read-back error."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+from textual.binding import Binding
 
 from lineage.configs import STATE_MIXERS
 
-from textual.binding import Binding
-
 from ..widgets.heatmap import Heatmap, colour_bar
 from ..widgets.text_box import TextBox
-from .base import HeatmapPanel
-from .common import LEGEND, heat_rows, model_name, pick_layer
+from .base import Absent, HeatmapPanel
+from .common import LEGEND, drawable_layers, heat_rows, model_name, shown_layer
 
 QUANTITIES = ("S", "dS", "error")
+TITLES = {"S": "S, the state", "dS": "delta S, the last write", "error": "v - read-back, what the write corrects"}
 
 
-def text_form(cur, i: int, p: dict, width: int) -> list[str]:
-    f, info = cur.frame(i), cur.info
+@dataclass(frozen=True, eq=False)
+class StatePanelView:
+    name: str                  # the model's
+    layer: int
+    layers: tuple              # the layers the picker steps through
+    mixer: str
+    head: int
+    heads: int
+    quantity: str              # S, dS or error
+    data: np.ndarray           # (K, V) S or dS, or (V,) the error v - read-back, float64
+    v: np.ndarray              # (V,) the head's value, float64 (the error's yardstick)
+
+    @property
+    def top(self) -> float:
+        """The largest |value| shown (a shared colour scale is the largest of these)."""
+        return float(np.abs(self.data).max()) if self.data.size else 0.0
+
+
+def prepare(cur, i: int, p: dict, width: int):
     m = p.get("model", 0)
-    layer = pick_layer(cur, m, p.get("layer"), STATE_MIXERS)
+    layers = drawable_layers(cur, p, STATE_MIXERS)
+    layer = shown_layer(layers, p.get("layer"))
     if layer is None:
-        return [f"state: {model_name(info, m)} has no recurrent state"]
-    h = p.get("head", 0)
-    st = f.state(m, layer)
+        return Absent(f"state: {model_name(cur.info, m)} has no recurrent state", "this model has no recurrent state")
+    st = cur.frame(i).state(m, layer)
     if st is None:
-        return [f"state: layer {layer} holds no state matrix"]
-    kind = st.mixer
+        return Absent(f"state: layer {layer} holds no state matrix", f"layer {layer} holds no state matrix")
+    h = min(p.get("head", 0), st.heads - 1)
     q = p.get("quantity", "S")
-    M = st.quantity(h, q)
-    title = {"S": "S, the state", "dS": "delta S, the last write", "error": "v - read-back, what the write corrects"}[q]
-    lines = [f"state: {model_name(info, m)} layer {layer} ({kind}) head {h}: {title}"]
-    if q == "error":
-        v = st.v[h].astype(np.float64)
-        lines.append("  " + " ".join(f"{x:+.2f}" for x in M[:16]) + (" ..." if M.size > 16 else ""))
-        lines.append(f"  |v - read| = {np.linalg.norm(M):.4f}   |v| = {np.linalg.norm(v):.4f}")
-        return lines
-    lines.append(f"  {M.shape[0]} x {M.shape[1]}, max |value| {np.abs(M).max():.4f}, norm {np.linalg.norm(M):.4f}")
+    return StatePanelView(model_name(cur.info, m), layer, tuple(layers), st.mixer, h, st.heads, q,
+                          st.quantity(h, q), st.v[h].astype(np.float64))
+
+
+def lines(view, width: int) -> list[str]:
+    if isinstance(view, Absent):
+        return [view.text]
+    M = view.data
+    out = [f"state: {view.name} layer {view.layer} ({view.mixer}) head {view.head}: {TITLES[view.quantity]}"]
+    if view.quantity == "error":
+        out.append("  " + " ".join(f"{x:+.2f}" for x in M[:16]) + (" ..." if M.size > 16 else ""))
+        out.append(f"  |v - read| = {np.linalg.norm(M):.4f}   |v| = {np.linalg.norm(view.v):.4f}")
+        return out
+    out.append(f"  {M.shape[0]} x {M.shape[1]}, max |value| {np.abs(M).max():.4f}, norm {np.linalg.norm(M):.4f}")
     if M.size <= 64:
-        lines += ["  " + " ".join(f"{x:+.3f}" for x in row) for row in M]
+        out += ["  " + " ".join(f"{x:+.3f}" for x in row) for row in M]
     else:
-        lines += ["  " + r for r in heat_rows(M, max_cols=width - 4)]
-        lines.append("  " + LEGEND)
-    return lines
+        out += ["  " + r for r in heat_rows(M, max_cols=width - 4)]
+        out.append("  " + LEGEND)
+    return out
 
 
 def _span(n: int) -> str:
     return "0" if n == 1 else f"0-{n - 1}"
 
 
-def shown_quantity(cur, i: int, p: dict) -> np.ndarray | None:
-    """What a state panel with options p draws at step i (None: nothing)."""
-    m = p.get("model", 0)
-    layer = pick_layer(cur, m, p.get("layer"), STATE_MIXERS)
-    st = cur.frame(i).state(m, layer) if layer is not None else None
-    if st is None:
-        return None
-    return st.quantity(min(p.get("head", 0), st.heads - 1), p.get("quantity", "S"))
-
-
-def shared_vmax(cur, i: int, options: list[dict]) -> float:
-    """One colour scale for several state panels: the largest |value| any of them shows."""
-    tops = [float(np.abs(q).max()) for p in options if (q := shown_quantity(cur, i, p)) is not None and q.size]
-    return max(tops, default=1.0)
-
-
 class StatePanel(HeatmapPanel):
     kind = "state"
-    text_form = staticmethod(text_form)
+    prepare = staticmethod(prepare)
+    lines = staticmethod(lines)
     LAYER_KINDS = STATE_MIXERS
     BINDINGS = [Binding("c", "shared_range", "shared colours", show=False)]
 
-    def _sharing(self) -> list["StatePanel"]:
-        return [p for p in self.screen.query(StatePanel) if p.options.get("colour_range") == "shared"]
+    def _shared_vmax(self) -> float:
+        """One colour scale for the state panels that share one: the largest |value| any of
+        them is about to show (the screen hands every panel its view before drawing any)."""
+        sharing = [p for p in self.screen.query(StatePanel) if p.options.get("colour_range") == "shared"]
+        views = [p._latest[2] for p in sharing or [self] if p._latest is not None]
+        return max((v.top for v in views if isinstance(v, StatePanelView)), default=1.0)
 
     def action_shared_range(self) -> None:
         """c: all state panels on one colour scale, or each on its own again."""
@@ -82,29 +95,15 @@ class StatePanel(HeatmapPanel):
             if p._shown is not None:
                 p.show(*p._shown)
 
-    def draw(self, cursor, i: int) -> None:
-        info, f = cursor.info, cursor.frame(i)
-        m = self.options.get("model", 0)
-        layer = self.current_layer(cursor)
-        if layer is None:
-            self.put(self.query_one("#legend", TextBox), "this model has no recurrent state")
+    def draw(self, view) -> None:
+        if self.absent(view):
             return
-        st = f.state(m, layer)
-        H = st.heads
-        h = self.options["head"] = min(self.options.get("head", 0), H - 1)
-        kind = st.mixer
-        q = self.options.get("quantity", "S")
-        data = st.quantity(h, q)
-        if q == "error":
-            data = data[None, :]                                    # one row: (1, V)
+        data = view.data[None, :] if view.quantity == "error" else view.data      # the error: one row (1, V)
         hm = self.query_one(Heatmap)
-        vmax = None
-        if self.options.get("colour_range") == "shared":
-            vmax = shared_vmax(cursor, i, [p.options for p in self._sharing()] or [self.options])
+        vmax = self._shared_vmax() if self.options.get("colour_range") == "shared" else None
         hm.set_data(data, "diverging", vmax=vmax)
-        name = info["models"][m]["name"]
-        what = {"S": "S", "dS": "delta S (last write)", "error": "v - read-back"}[q]
-        self.set_title(f"state · {name} · L{layer} {kind} · head {h}/{H} · {what}")
+        what = {"S": "S", "dS": "delta S (last write)", "error": "v - read-back"}[view.quantity]
+        self.set_title(f"state · {view.name} · L{view.layer} {view.mixer} · head {view.head}/{view.heads} · {what}")
         if not self.border_subtitle:
             self.border_subtitle = "[ ] layer  , . head  t quantity  c shared scale"
         self._legend(hm)
@@ -128,14 +127,6 @@ class StatePanel(HeatmapPanel):
 
     def on_heatmap_cursor_moved(self, event: Heatmap.CursorMoved) -> None:
         self._legend(event.heatmap)
-
-    def pick_head(self, delta: int) -> bool:
-        if self._shown is None:
-            return False
-        cursor, i = self._shown
-        st = cursor.frame(i).state(self.options.get("model", 0), self.current_layer(cursor))
-        self.options["head"] = (self.options.get("head", 0) + delta) % st.heads
-        return True
 
     def cycle_quantity(self) -> bool:
         q = self.options.get("quantity", "S")

@@ -1,6 +1,9 @@
 """The token stream with the current token marked, and each model's next-token guesses."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 from rich.style import Style
 from rich.text import Text
 
@@ -9,31 +12,48 @@ from .base import TextPanel
 from .common import model_name, token_name
 
 
-def text_form(cur, i: int, p: dict, width: int) -> list[str]:
-    f = cur.frame(i)
-    info = cur.info
+@dataclass(frozen=True, eq=False)
+class TokensPanelView:
+    step: int
+    total: int
+    event: str | None          # a toy memory's step: what happened (then `readouts`, no tokens)
+    readouts: list             # [(memory name, what it read back)]
+    first: int                 # the step of tokens[0]
+    tokens: tuple              # the token records of recent steps, the last one this step's
+    guesses: list              # [(model name, its next-token guesses)]
+
+
+def prepare(cur, i: int, p: dict, width: int) -> TokensPanelView:
+    f, info = cur.frame(i), cur.info
+    names = [model_name(info, m) for m in range(len(info["models"]))]
     event = f.event()
     if event is not None:
-        lines = [f"step {i + 1} / {cur.total}: {event}"]
-        for m in range(len(info["models"])):
-            out = f.readout(m)
-            if out is not None:
-                lines.append(f"  {model_name(info, m)} reads back: " + " ".join(f"{x:.2f}" for x in out))
-        return lines
+        outs = [(name, f.readout(m)) for m, name in enumerate(names)]
+        return TokensPanelView(i, cur.total, event, [(n, o) for n, o in outs if o is not None], i, (), [])
+    first = max(0, i - max(width, 20))          # as many as either form shows at this width
+    tokens = tuple(cur.frame(j).token() for j in range(first, i + 1))
+    return TokensPanelView(i, cur.total, None, [], first, tokens,
+                           [(name, f.guesses(m)) for m, name in enumerate(names)])
+
+
+def lines(view: TokensPanelView, width: int) -> list[str]:
+    i = view.step
+    if view.event is not None:
+        out = [f"step {i + 1} / {view.total}: {view.event}"]
+        out += [f"  {name} reads back: " + " ".join(f"{x:.2f}" for x in o) for name, o in view.readouts]
+        return out
     # the stream: frames already made are the tokens seen so far
-    lo = max(0, i - (width - 20) // 2)
-    now = f.token()
-    shown = [cur.frame(j).token() for j in range(lo, i + 1)]
+    lo = max(view.first, i - (width - 20) // 2)
+    now = view.tokens[-1]
+    shown = view.tokens[lo - view.first:]
     text = "".join(("[" + t.text + "]") if t.pos == now.pos else t.text for t in shown)
-    lines = [f"tokens (pos {now.pos}, {now.source}): ..." + text[-(width - 30):]]
+    out = [f"tokens (pos {now.pos}, {now.source}): ..." + text[-(width - 30):]]
     if now.answer is not None:
-        lines.append(f"  query: the right answer next is {token_name(now.answer)!r}")
-    for m in range(len(info["models"])):
-        g = f.guesses(m)
-        probs = g.probs
-        top = "  ".join(f"{_guess_name(g, j)!r} {float(q):.3f}" for j, q in enumerate(probs[:5]))
-        lines.append(f"  {model_name(info, m)} next: {top}")
-    return lines
+        out.append(f"  query: the right answer next is {token_name(now.answer)!r}")
+    for name, g in view.guesses:
+        top = "  ".join(f"{_guess_name(g, j)!r} {float(q):.3f}" for j, q in enumerate(g.probs[:5]))
+        out.append(f"  {name} next: {top}")
+    return out
 
 
 def _guess_name(g, j: int) -> str:
@@ -43,45 +63,40 @@ def _guess_name(g, j: int) -> str:
 
 class TokensPanel(TextPanel):
     kind = "tokens"
-    text_form = staticmethod(text_form)
+    prepare = staticmethod(prepare)
+    lines = staticmethod(lines)
     RICH_PACE = 0.1
 
-    def rich(self, cursor, i: int) -> Text:
-        f = cursor.frame(i)
-        if f.event() is not None:
-            return self._event(cursor, i)
+    def rich(self, view: TokensPanelView) -> Text:
+        if view.event is not None:
+            return self._event(view)
+        i = view.step
         t = Text()
         width = max(20, self.size.width - 4)
-        lo = max(0, i - width + 8)
-        for j in range(lo, i + 1):
-            tok = cursor.frame(j).token()
+        lo = max(view.first, i - width + 8)
+        for j, tok in enumerate(view.tokens[lo - view.first:], start=lo):
             if j == i:
                 t.append(tok.text, Style(reverse=True, bold=True))
             else:
                 t.append(tok.text, Style(dim=tok.source != "input"))
-        now = f.token()
+        now = view.tokens[-1]
         t.append(f"\npos {now.pos} ({now.source})")
         if now.answer is not None:
             t.append(f"  want next: {token_name(now.answer)!r}", Style(color="#ffaf00"))
-        for m, model in enumerate(cursor.info["models"]):
-            g = f.guesses(m)
-            probs = g.probs
-            t.append(f"\n{model['name']}: ")
-            for j, q in enumerate(probs[:5]):
+        for name, g in view.guesses:
+            t.append(f"\n{name}: ")
+            for j, q in enumerate(g.probs[:5]):
                 bar = "█" * max(1, int(float(q) * 40))
                 t.append(f"{_guess_name(g, j)!r} ", Style(bold=True))
                 t.append(bar, Style(color=palette.SEQUENTIAL[min(7, 2 + int(float(q) * 12))]))
                 t.append(f" {float(q):.3f}  ")
         return t
 
-    def _event(self, cursor, i: int) -> Text:
+    def _event(self, view: TokensPanelView) -> Text:
         """A toy memory's step: the event, and what each memory read back as one line of
         coloured cells on a scale shared by the memories (long number rows wrapped into a block)."""
-        import numpy as np
-        f, info = cursor.frame(i), cursor.info
-        t = Text(f"step {i + 1} / {cursor.total}: {f.event()}")
-        outs = [(model_name(info, m), f.readout(m)) for m in range(len(info["models"]))]
-        outs = [(name, np.asarray(out, dtype=np.float64)) for name, out in outs if out is not None]
+        t = Text(f"step {view.step + 1} / {view.total}: {view.event}")
+        outs = [(name, np.asarray(out, dtype=np.float64)) for name, out in view.readouts]
         if not outs:
             return t
         top = max(float(np.abs(out).max()) for _, out in outs) or 1.0

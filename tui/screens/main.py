@@ -1,8 +1,10 @@
 """The main screen: the panels of one scenario or trace, stepped token by token.
 
-It owns the keys and the layout, asks thread workers for files and frames, and hands each
-finished frame to the panels; where playback stands is the Player's. Torch is imported inside
-the loading worker, so the screen appears before the model exists; the UI thread never
+It owns the keys and the layout, asks thread workers for files and frames, and hands the
+panels what each worker prepared for them: a step worker makes the frame and then every
+shown panel's view of it (`Panel.prepared`), so the UI thread only puts views on widgets.
+Where playback stands is the Player's. Torch is imported inside the loading worker
+(tui/loader.py), so the screen appears before the model exists; the UI thread never
 touches a tensor. Steps are asked for against the Player's target, not the step on screen, so
 key presses made while a frame is computed all count; a long jump reports its progress to the
 timeline and `esc` cancels it (the frames made so far stay).
@@ -10,18 +12,17 @@ timeline and `esc` cancels it (the frames made so far stay).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from textual import work
 from textual.binding import Binding
 from textual.containers import Grid, Vertical
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Header, Static
 from textual.worker import get_current_worker
 
 from .. import served
+from ..loader import Unopened, open_for_app
 from ..panels import default_panels, docked, make_panel
 from ..panels.base import Panel
 from ..player import Player, StepFailed
@@ -31,37 +32,11 @@ from ..widgets.timeline import Timeline
 from .ask import AskScreen
 from .error import ErrorScreen
 from .help import HelpScreen
+from .messages import Computing, FrameReady, Stage
 
 MIN_W, MIN_H = 60, 20
 PROGRESS_EVERY = 0.1       # seconds between progress reports of a long jump (the first after as long)
 FILL_ROW = 14          # rows of panels at least this tall share the screen (no scrolling), pictures fill them
-
-
-@dataclass
-class FrameReady(Message):
-    """A frame the max-speed worker made. A newer one replaces an older one still queued."""
-    cursor: object
-    step: int
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, FrameReady)
-
-
-@dataclass
-class Computing(Message):
-    """Jump number `jump` has `made` of the `needed` frames. A newer report replaces one still queued."""
-    jump: int
-    made: int
-    needed: int
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, Computing)
-
-
-@dataclass
-class Stage(Message):
-    """The file being opened is at this stage (the loading spinner shows it)."""
-    text: str
 
 
 class MainScreen(Screen):
@@ -103,6 +78,7 @@ class MainScreen(Screen):
         self._play_timer = None
         self._jump = 0                 # numbers the step requests, so a late progress report is dropped
         self._early: int | None = None # a step asked for before the file was open: shown first
+        self._panels: tuple = (None, ())   # (cursor, its panels): what the step workers prepare for
 
     # -- layout -----------------------------------------------------------------------
     def compose(self):
@@ -184,37 +160,12 @@ class MainScreen(Screen):
 
     @work(thread=True, exclusive=True, group="load")
     def _load_path(self, path: str) -> None:
-        from lineage.playback.trace import TraceError
-        from lineage.scenario.problems import ScenarioError
-        name = Path(path).name
         try:
-            from lineage.playback.session import open_path
-            cursor = open_path(path, salvage=self.salvage, make=lambda sc: self._scenario_cursor(sc, name))
-            if cursor.total < 1:
-                raise TraceError(f"{path}: nothing to show (0 steps)")
-        except ScenarioError as e:
-            self.app.call_from_thread(self._open_failed, path, [str(p) for p in e.problems])
-            return
-        except (TraceError, OSError) as e:
-            self.app.call_from_thread(self._open_failed, path, [str(e)])
-            return
-        except Exception as e:  # whatever else a file can provoke, the app keeps what it had
-            self.app.call_from_thread(self._open_failed, path, [f"{path}: {type(e).__name__}: {e}"])
+            cursor = open_for_app(path, self.salvage, lambda text: self.post_message(Stage(text)))
+        except Unopened as e:
+            self.app.call_from_thread(self._open_failed, path, e.lines)
             return
         self.app.call_from_thread(self._opened, cursor, path)
-
-    def _scenario_cursor(self, sc, name: str):
-        """In the loading worker: a scenario seen before opens on its cached frames (no torch);
-        otherwise a session that keeps its frames in the cache for next time."""
-        from lineage.playback.cache import caching_session, open_scenario
-        cursor = open_scenario(sc)
-        if cursor is None:
-            # the one long wait of a first launch (about a second, more on a busy machine)
-            self.post_message(Stage(f"{name}: starting PyTorch"))
-            import torch  # noqa: F401
-            self.post_message(Stage(f"{name}: building the model"))
-            cursor = caching_session(sc)
-        return cursor
 
     def _open_failed(self, path: str, lines: list[str], quotes_file: bool = True) -> None:
         keeping = self.player.cursor.info["title"] if self.player.cursor else None
@@ -238,6 +189,7 @@ class MainScreen(Screen):
         bar.remove_children()
         bar.mount_all(in_bar)
         made = in_grid + in_bar
+        self._panels = (cursor, tuple(made))
         self._fit_layout()
         # focus decided here, not by whichever widget mounted first: the pickers act on the
         # focused panel, so start on the first one that has layers to pick. Without scrolling
@@ -274,6 +226,7 @@ class MainScreen(Screen):
         try:
             # the session serialises stepping itself; stop: a newer request or esc cancelled this one
             cursor.frame(i, progress=progress, stop=lambda: worker.is_cancelled)
+            views = self._views(cursor, i)
         except Stopped:
             return
         except Exception as e:  # noqa: BLE001  a corrupt trace frame, a model that fails at this step
@@ -281,7 +234,21 @@ class MainScreen(Screen):
                 self.app.call_from_thread(self._frame_failed, i, e)
             return
         if not worker.is_cancelled:            # a frame asked for before the newest request is not shown
-            self.app.call_from_thread(self._show_frame, cursor, i)
+            self.app.call_from_thread(self._show_frame, cursor, i, views)
+
+    def _views(self, cursor, i: int) -> list:
+        """In a step worker: each shown panel's view of step i, prepared for the Room the panel
+        has now (a later picker or resize prepares it again on arrival). None for panels of a
+        file opened meanwhile."""
+        owner, panels = self._panels
+        if owner is not cursor:
+            return []
+        views = []
+        for p in panels:
+            if p.display:                      # a hidden panel is prepared when it is shown again
+                room = p.room                  # read once: the UI thread may replace it meanwhile
+                views.append((p, room, p.prepared(cursor, i, room)))
+        return views
 
     def on_computing(self, message: Computing) -> None:
         if message.jump == self._jump and self.player.pending:
@@ -309,11 +276,13 @@ class MainScreen(Screen):
         keeping = self.player.cursor.info["title"] if self.player.cursor else None
         self.app.push_screen(ErrorScreen(f"Step {i + 1} could not be shown", [line], keeping))
 
-    def _show_frame(self, cursor, i: int) -> None:
+    def _show_frame(self, cursor, i: int, views: list) -> None:
         if not self.player.shown(cursor, i):
             return                             # a frame of a scenario that was replaced meanwhile
-        for panel in self.query(Panel):
-            panel.paced_show(cursor, i, self.player.playing)
+        for panel, room, view in views:        # all handed over before any draws: shared scales
+            panel.take(cursor, i, room, view)
+        for panel, _, _ in views:
+            panel.paced_show(self.player.playing)
         timeline = self.query_one(Timeline)
         if timeline.computing is not None and not self.player.pending:
             timeline.progress(None)
@@ -385,7 +354,8 @@ class MainScreen(Screen):
         worker = get_current_worker()
         # post_message is thread-safe; the frame is handled in the screen's context
         try:
-            self.player.run_max(cursor, lambda i: self.post_message(FrameReady(cursor, i)), lambda: worker.is_cancelled)
+            self.player.run_max(cursor, lambda i: self.post_message(FrameReady(cursor, i, self._views(cursor, i))),
+                                lambda: worker.is_cancelled)
         except StepFailed as e:
             self.app.call_from_thread(self._frame_failed, e.step, e.error)
             return
@@ -394,7 +364,7 @@ class MainScreen(Screen):
 
     def on_frame_ready(self, message: FrameReady) -> None:
         if self.player.playing and message.step > self.player.index:
-            self._show_frame(message.cursor, message.step)
+            self._show_frame(message.cursor, message.step, message.views)
 
     def stop(self) -> None:
         was = self.player.stop()

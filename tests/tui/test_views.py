@@ -1,0 +1,99 @@
+"""Panels get views prepared in the step worker: the UI thread puts them on widgets and reads
+no frame while stepping or playing; a view prepared for options changed since is made again."""
+import asyncio
+import threading
+
+import numpy as np
+
+from lineage.playback.session import open_path
+from tui.app import LineageApp
+from tui.panels import PANELS
+from tui.panels.base import Room, Unshowable
+from tui.panels.state import StatePanel, StatePanelView
+
+from tests.tui.test_app import SC, settle
+
+
+
+def test_the_ui_thread_reads_no_frame_while_stepping_and_playing():
+    ui_reads = []
+
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            cursor = app.cursor
+            frame = cursor.frame
+
+            def watched(i, *a, **kw):
+                if threading.current_thread() is threading.main_thread():
+                    ui_reads.append(i)
+                return frame(i, *a, **kw)
+            cursor.frame = watched
+            for _ in range(3):
+                await pilot.press("n")
+            await settle(pilot, app, 3)
+            app.request(40)                                     # a jump: the sweeps' history is read
+            await settle(pilot, app, 40)
+            await pilot.press(*"+++++", "space")                # play at max speed: its own worker
+
+            async def played():
+                while app.index < 45:
+                    await pilot.pause(0.05)
+            await asyncio.wait_for(played(), 60)
+            await pilot.press("space")
+            await settle(pilot, app)
+            kinds = {type(p.view).__name__ for p in app.query("Panel")}
+            assert {"StatePanelView", "HeadSweep", "RoutingPanelView", "TokensPanelView"} <= kinds
+    asyncio.run(go())
+    assert ui_reads == []
+
+
+def test_text_form_is_made_from_the_view_the_panel_draws():
+    cur = open_path(str(SC / "tour.yaml"), device="cpu")
+    try:
+        for kind in ("state", "decay", "routing", "depth", "cache", "tokens", "captions"):
+            panel = PANELS[kind]
+            view = panel.prepare(cur, 5, {"kind": kind}, 100)
+            assert panel.lines(view, 100) == panel.text_form(cur, 5, {"kind": kind}, 100)
+    finally:
+        cur.close()
+
+
+def test_a_view_for_options_changed_since_is_prepared_again():
+    cur = open_path(str(SC / "tour.yaml"), device="cpu")
+    try:
+        panel = StatePanel({"kind": "state"})
+        asked = panel.room                                  # the worker read this Room
+        old = panel.prepared(cur, 2, asked)
+        panel.options["layer"] = old.layers[1]              # then a picker moved on
+        panel.room = Room(dict(panel.options), 0)
+        panel.take(cur, 2, asked, old)
+        taken = panel._latest[2]
+        assert isinstance(taken, StatePanelView) and taken.layer == old.layers[1] != old.layer
+        panel.take(cur, 3, panel.room, old)                 # prepared for the current Room: kept as is
+        assert panel._latest[2] is old
+    finally:
+        cur.close()
+
+
+def test_bad_data_becomes_an_unshowable_view():
+    cur = open_path(str(SC / "tour.yaml"), device="cpu")
+    try:
+        panel = StatePanel({"kind": "state", "head": "two"})     # what a stranger's trace may hold
+        view = panel.prepared(cur, 0)
+        assert isinstance(view, Unshowable) and "not supported" in view.error
+    finally:
+        cur.close()
+
+
+def test_views_hold_copies_of_the_frame_history():
+    """A decay view's history is what the frames hold, step by step, oldest first."""
+    cur = open_path(str(SC / "tour.yaml"), device="cpu")
+    try:
+        view = PANELS["decay"].prepare(cur, 10, {"kind": "decay"}, 100)
+        assert view.columns.first == 0 and len(view.columns.columns) == 11
+        for j in (0, 7, 10):
+            assert np.array_equal(view.columns.column(j), cur.frame(j).decay(0, view.layer).head(0))
+    finally:
+        cur.close()

@@ -1,0 +1,45 @@
+"""Opening a file for the app, in the loading worker: a scenario seen before opens on its cached
+frames (no torch), otherwise as a session that keeps its frames in the cache for next time; a
+trace opens as a replay. Whatever goes wrong becomes the lines the error dialog shows."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class Unopened(Exception):
+    """The file could not be opened; `lines` say why (located problems, one a line)."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__(lines[0])
+        self.lines = lines
+
+
+def open_for_app(path: str, salvage: bool, stage) -> object:
+    """The cursor of `path`; `stage(text)` reports the slow stages (the loading spinner shows them)."""
+    from lineage.playback.trace import TraceError
+    from lineage.scenario.problems import ScenarioError
+    name = Path(path).name
+    try:
+        from lineage.playback.session import open_path
+        cursor = open_path(path, salvage=salvage, make=lambda sc: _scenario_cursor(sc, name, stage))
+        if cursor.total < 1:
+            raise TraceError(f"{path}: nothing to show (0 steps)")
+    except ScenarioError as e:
+        raise Unopened([str(p) for p in e.problems]) from None
+    except (TraceError, OSError) as e:
+        raise Unopened([str(e)]) from None
+    except Exception as e:  # whatever else a file can provoke, the app keeps what it had
+        raise Unopened([f"{path}: {type(e).__name__}: {e}"]) from None
+    return cursor
+
+
+def _scenario_cursor(sc, name: str, stage):
+    from lineage.playback.cache import caching_session, open_scenario
+    cursor = open_scenario(sc)
+    if cursor is None:
+        # the one long wait of a first launch (about a second, more on a busy machine)
+        stage(f"{name}: starting PyTorch")
+        import torch  # noqa: F401
+        stage(f"{name}: building the model")
+        cursor = caching_session(sc)
+    return cursor

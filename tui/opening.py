@@ -1,0 +1,137 @@
+"""What the commands share about the files they are given: a bundled scenario's name or a path,
+a scenario or a trace opened with its located problems as one line each on stderr (exit 2),
+and a checkpoint directory given instead of a scenario. Torch is not imported here."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from scenarios import DIR as SCENARIO_DIR
+
+
+def err(msg: str) -> int:
+    print(msg, file=sys.stderr)
+    return 2
+
+
+
+def first_line(e: Exception) -> str:
+    """An error as one line: its message's first line, or its type when it has none."""
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+
+def check(path: str, salvage: bool = False, every_frame: bool = False) -> bool:
+    """Whether a scenario loads or a trace opens (and, with every_frame, reads to the end);
+    if not, its located problems go to stderr. Torch is not imported."""
+    from lineage.scenario import load
+    from lineage.scenario.problems import ScenarioError
+    from lineage.playback.session import is_trace
+    from lineage.playback.trace import TraceError, TraceReader
+    try:
+        if is_trace(path):
+            r = TraceReader(path, salvage=salvage)
+            for i in range(len(r) if every_frame else 0):
+                r.frame(i)
+            r.close()
+        else:
+            load(path)
+    except ScenarioError as e:
+        for p in e.problems:
+            print(str(p), file=sys.stderr)
+        return False
+    except TraceError as e:
+        print(str(e), file=sys.stderr)
+        return False
+    return True
+
+
+
+def resolve(name: str) -> str:
+    """A path, or the name of a bundled scenario ('tour' -> scenarios/tour.yaml)."""
+    p = Path(name)
+    if not p.exists() and not p.suffix and (SCENARIO_DIR / f"{name}.yaml").exists():
+        return str(SCENARIO_DIR / f"{name}.yaml")
+    return name
+
+
+
+def open_file(path: str, salvage: bool = False):
+    """(cursor, None) or (None, exit code after printing the located problem)."""
+    from lineage.scenario.problems import ScenarioError
+    from lineage.playback.trace import TraceError
+    path = resolve(path)
+    try:
+        from lineage.playback.session import open_path
+        return open_path(path, salvage=salvage), None
+    except ScenarioError as e:
+        for p in e.problems:
+            print(str(p), file=sys.stderr)
+        return None, 2
+    except TraceError as e:
+        return None, err(str(e))
+    except FileNotFoundError:
+        return None, err(f"{path}: no such file")
+    except (ValueError, RuntimeError) as e:     # never a traceback: one line, exit 2
+        return None, err(f"{path}: {first_line(e)}")
+
+
+
+def checkpoint_options(parser) -> None:
+    g = parser.add_argument_group("a checkpoint directory (Hugging Face layout) instead of a scenario")
+    g.add_argument("--text", help="input text, through the checkpoint's tokenizer")
+    g.add_argument("--ids", help="input token ids, e.g. 464,3139,286")
+    g.add_argument("--dtype", choices=["float32", "bfloat16", "float16", "float64"],
+                   help="weights' dtype (default: the checkpoint's own)")
+    g.add_argument("--device", choices=["auto", "cpu", "cuda"], help="where the model runs (default: auto)")
+
+
+
+def checkpoint_scenario(args, attr: str) -> int | None:
+    """When args.<attr> is a directory, replace it with a scenario made for that checkpoint
+    (written to a private temporary folder, removed at exit); an exit code when that fails."""
+    import atexit
+    import shutil
+    import tempfile
+    target = getattr(args, attr)
+    given = [f"--{k}" for k in ("text", "ids", "dtype", "device") if getattr(args, k, None) is not None]
+    if not Path(target).expanduser().is_dir():
+        return err(f"{target}: {', '.join(given)} apply to a checkpoint directory") if given else None
+    from lineage.pretrained import PretrainedError
+    from lineage.pretrained.scenario import checkpoint_scenario as scenario_text
+    ids = None
+    if args.ids is not None:
+        try:
+            ids = [int(t) for t in args.ids.replace(",", " ").split()]
+        except ValueError:
+            return err(f"--ids {args.ids!r}: expected token ids, e.g. 464,3139,286")
+        if not ids or min(ids) < 0:
+            return err(f"--ids {args.ids!r}: expected one or more token ids >= 0")
+    if ids is not None and args.text is not None:
+        return err("give --text or --ids, not both")
+    try:
+        text = scenario_text(target, args.text, ids, args.dtype, args.device)
+    except PretrainedError as e:
+        return err(str(e))
+    folder = Path(tempfile.mkdtemp(prefix="lineage-"))
+    atexit.register(shutil.rmtree, folder, True)
+    out = folder / f"{Path(target).expanduser().resolve().name or 'checkpoint'}.yaml"
+    out.write_text(text, encoding="utf-8")
+    setattr(args, attr, str(out))
+    return None
+
+
+def guarded(command):
+    """A command that reads scenario or trace files, run so that a reader who left
+    (`lineage list | head`) ends it quietly and a frame found corrupt as it is read is its one
+    line, exit 2."""
+    def run(args) -> int:
+        from lineage.playback.trace import TraceError
+        try:
+            return command(args)
+        except BrokenPipeError:          # the reader left, nothing is wrong
+            sys.stderr.close()
+            return 0
+        except TraceError as e:          # a frame found corrupt when it is read
+            return err(str(e))
+    return run
