@@ -138,12 +138,21 @@ def test_shared_colour_scale_across_compared_states():
 # -- pictures ---------------------------------------------------------------------------
 
 def test_fit_zooms_prints_and_samples():
-    assert fit(32, 32, 46, 17).zoom == 1
-    assert fit(32, 32, 150, 40).zoom == 2                        # 64 x 32 lines would not fit; 2 does
-    assert fit(16, 16, 46, 17).zoom == 2
+    assert fit(32, 32, 46, 17).zoom == 1                         # 1.06: a few doubled columns would read as data
+    big = fit(32, 32, 150, 40)                                   # 80 pixel rows bind: 2.5 pixels a value
+    assert big.zoom == 2.5 and big.width == 80 and len(big.ys) == 80
+    # 62 columns (a third of 200) and room below: most values two wide, none wider, none lost
+    third = fit(32, 32, 62, 40)
+    widths = np.bincount(third.xs, minlength=32)
+    assert third.width == 62 and set(widths) == {1, 2} and (widths == 2).sum() == 30
+    assert np.array_equal(np.bincount(third.ys, minlength=32), widths)     # square: rows as columns
+    assert fit(32, 32, 62, 40, whole=True).zoom == 1             # a sweep keeps even columns
+    assert fit(16, 16, 46, 17).zoom == pytest.approx(2.125)
     small = fit(2, 1, 40, 10)
-    assert small.text and small.cw >= 8
+    assert small.text and small.cw >= 8 and small.cw == 2 * small.ch          # a square-looking cell
+    assert fit(2, 1, 150, 40).ch == 20                           # maximised: as tall as the panel allows
     assert not fit(8, 8, 40, 10).text                            # 8 columns of 5: no room for values
+    assert fit(8, 4, 50, 20, per=1).ch == 1                      # no colour: one line a row
     assert fit(32, 200, 76, 40).stride == 3
     assert fit(32, 40, 76, 10).rstride == 2
 
@@ -163,6 +172,40 @@ def test_heatmap_grows_when_maximised():
             await pilot.press("m")
             await pilot.pause(0.3)
             assert hm.fit.zoom == before[0]
+    run(go())
+
+
+def _drawn(hm: Heatmap) -> tuple[int, int, int]:
+    """The picture's columns and lines as rendered, and the blank columns left of it."""
+    lines = [hm.render_line(y).text for y in range(hm.size.height)]
+    drawn = [ln for ln in lines if ln.strip()]
+    left = min(len(ln) - len(ln.lstrip()) for ln in drawn)
+    return max(len(ln.rstrip()) for ln in drawn) - left, len(drawn), left
+
+
+def test_heatmap_uses_a_larger_terminal_and_is_centred():
+    async def size_at(cols: int, rows: int, maximise: bool = False):
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(cols, rows)) as pilot:
+            await settle(pilot, app, 0)
+            state = panel(app, "state")
+            hm = state.query_one(Heatmap)
+            if maximise:
+                state.focus()
+                await pilot.press("m")
+                await pilot.pause(0.3)
+            w, h, left = _drawn(hm)
+            assert abs(left - (hm.size.width - w) // 2) <= 1          # centred, not left-aligned
+            return w, h
+
+    async def go():
+        at160 = await size_at(160, 50)
+        at200 = await size_at(200, 60)
+        big = await size_at(160, 50, maximise=True)
+        assert at200[0] > at160[0] and at200[1] > at160[1]        # a third of 200 columns is used
+        assert big[0] > at200[0] and big[1] > at200[1]
+        for w, h in (at160, at200, big):                          # square-looking values: 2 columns a line
+            assert abs(w - 2 * h) <= 2
     run(go())
 
 
@@ -198,7 +241,8 @@ def test_decay_map_draws_the_gap_blank():
             await settle(pilot, app, 120)
             hm = panel(app, "decay").query_one(Heatmap)
             now = 120 % hm.data.shape[1]
-            line = hm.render_line(0).text
+            ox, oy = hm._offset()                               # the picture is centred
+            line = hm.render_line(oy).text[ox:]
             gap = [(now + d) % hm.data.shape[1] for d in range(1, GAP + 1)]
             assert all(line[c] == " " for c in gap) and line[now] != " "
     run(go())
