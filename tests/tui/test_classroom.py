@@ -364,6 +364,23 @@ def test_caption_keys_jump_between_captions():
     run(go())
 
 
+def test_small_matrices_without_colour_take_one_line_a_row(monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    async def go():
+        app = LineageApp(str(SC / "fig6_channel_decay.yaml"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, app, 0)
+            app.request(2)
+            await settle(pilot, app, 2)
+            hm = panel(app, "state").query_one(Heatmap)
+            lines = [hm.render_line(y).text for y in range(hm.size.height)]
+            drawn = [ln for ln in lines if ln.strip()]
+            assert hm.fit.text and len(drawn) == hm.data.shape[0]            # no blank line between rows
+            assert all(len(re.findall(r"[+-]\d\.\d\d", ln)) == hm.data.shape[1] for ln in drawn)
+    run(go())
+
+
 def test_hiding_panels_gives_the_heatmap_their_room():
     async def go():
         app = LineageApp(str(SC / "tour.yaml"))
