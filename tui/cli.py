@@ -138,6 +138,14 @@ def _check(path: str, salvage: bool = False, every_frame: bool = False) -> bool:
     return True
 
 
+def _missing(path: str) -> str:
+    """'no such file', with the closest bundled scenario when the name looks like one ('recal')."""
+    from lineage.did_you_mean import did_you_mean
+    hint = did_you_mean(Path(path).stem, [f.stem for f in SCENARIO_DIR.glob("*.yaml")]) \
+        if not Path(path).suffix or Path(path).suffix in (".yaml", ".yml") else ""
+    return f"{path}: no such file{hint}"
+
+
 def _resolve(name: str) -> str:
     """A path, or the name of a bundled scenario ('tour' -> scenarios/tour.yaml)."""
     p = Path(name)
@@ -161,7 +169,7 @@ def _open(path: str, salvage: bool = False):
     except TraceError as e:
         return None, _err(str(e))
     except FileNotFoundError:
-        return None, _err(f"{path}: no such file")
+        return None, _err(_missing(path))
     except (ValueError, RuntimeError) as e:     # never a traceback: one line, exit 2
         return None, _err(f"{path}: {_first_line(e)}")
 
@@ -378,7 +386,7 @@ def _run(path: str | None, salvage: bool) -> int:
     if path is not None:
         path = _resolve(path)
         if not Path(path).exists():
-            return _err(f"{path}: no such file")
+            return _err(_missing(path))
     from lineage.playback import prefetch
     prefetch.start(path or str(SCENARIO_DIR / "tour.yaml"))   # the first frame, on another core, meanwhile
     if path is not None:

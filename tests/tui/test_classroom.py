@@ -430,3 +430,10 @@ def test_palette_entries_are_the_apps():
             await pilot.pause(0.2)
             assert app.screen.maximized is panel(app, "state")                # the panel, not its map
     run(go())
+
+
+def test_a_mistyped_scenario_name_gets_a_hint(capsys):
+    assert main(["run", "recal"]) == 2
+    assert capsys.readouterr().err.strip() == "recal: no such file (did you mean 'recall'?)"
+    assert main(["run", "nothing_like_any"]) == 2
+    assert capsys.readouterr().err.strip() == "nothing_like_any: no such file"
