@@ -80,9 +80,17 @@ def _memory(args) -> int:
           f"sequence (S {r0['matrix_bytes']:,} + conv cache {r0['conv_bytes']:,}); counted as {r0['dtypes']}")
     print(f"  {'context':>10} {'cache/seq':>12} {'state/seq':>12} {'batch/card':>11}")
     for r in rows:
-        print(f"  {r['context']:>10,} {r['cache_bytes'] / 2**20:>10.1f}Mi {r['state_bytes'] / 2**20:>10.1f}Mi "
-              f"{r['batch_per_card']:>11,}")
+        print(f"  {r['context']:>10,} {_binary(r['cache_bytes']):>12} {_binary(r['state_bytes']):>12} "
+              f"{int(r['batch_per_card']):>11,}")
     return 0
+
+
+def _binary(n: float) -> str:
+    """Bytes in the largest binary unit that keeps a number of at least 1: '4.5 GiB', '110 KiB'."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}" if n < 100 * size else f"{n / size:,.0f} {unit}"
+    return f"{int(n)} B"
 
 
 def _err(msg: str) -> int:
