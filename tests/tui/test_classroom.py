@@ -443,3 +443,21 @@ def test_memory_prints_bytes_in_a_readable_unit(capsys):
     assert main(["memory", "gpt2-small"]) == 0
     rows = capsys.readouterr().out.splitlines()[3:]
     assert rows[2].split() == ["131,072", "4.5", "GiB", "0", "B", "29"]        # not 4608.0Mi, not 29.0
+
+
+def test_a_truncated_trace_in_the_app_names_the_command_that_salvages_it(tmp_path, capsys):
+    from tests.tui.test_app import settled
+    out = tmp_path / "t.trace"
+    assert main(["record", str(SC / "fig3_two_facts.yaml"), "-o", str(out)]) == 0
+    out.write_bytes(out.read_bytes()[:-200])                 # the footer and part of a frame gone
+
+    async def go():
+        app = LineageApp(str(SC / "fig3_two_facts.yaml"))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, app, 0)
+            app.open(str(out))
+            await settled(pilot)
+            lines = app.screen.lines
+            assert any(f"(lineage run {out} --salvage reads them)" in ln for ln in lines), lines
+            assert not any("open with --salvage" in ln for ln in lines)
+    run(go())

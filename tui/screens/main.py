@@ -201,7 +201,9 @@ class MainScreen(Screen):
             self.app.call_from_thread(self._open_failed, path, [str(p) for p in e.problems])
             return
         except (TraceError, OSError) as e:
-            self.app.call_from_thread(self._open_failed, path, [str(e)])
+            from lineage.playback.trace import SALVAGE_HINT    # the app has no --salvage: name the command
+            line = str(e).replace(SALVAGE_HINT, f"(lineage run {path} --salvage reads them)")
+            self.app.call_from_thread(self._open_failed, path, [line])
             return
         except Exception as e:  # whatever else a file can provoke, the app keeps what it had
             self.app.call_from_thread(self._open_failed, path, [f"{path}: {type(e).__name__}: {e}"])
