@@ -461,3 +461,21 @@ def test_a_truncated_trace_in_the_app_names_the_command_that_salvages_it(tmp_pat
             assert any(f"(lineage run {out} --salvage reads them)" in ln for ln in lines), lines
             assert not any("open with --salvage" in ln for ln in lines)
     run(go())
+
+
+def test_t_does_not_reflow_the_panels_below(monkeypatch):
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(80, 24)) as pilot:              # natural heights: the grid scrolls
+            await settle(pilot, app, 0)
+            app.request(2)
+            await settle(pilot, app, 2)
+            state = panel(app, "state")
+            below = [p for p in app.query(Panel) if p.region.y > state.region.y]
+            before = (state.outer_size, [p.region for p in below])
+            state.focus()
+            await pilot.press("t", "t")                               # the one-row read-back error
+            await pilot.pause(0.3)
+            assert state.query_one(Heatmap).data.shape[0] == 1
+            assert (state.outer_size, [p.region for p in below]) == before
+    run(go())

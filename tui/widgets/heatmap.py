@@ -129,6 +129,7 @@ class Heatmap(Widget, can_focus=True):
         # a height cap for auto height (the panel's share of the screen); None: the viewport's
         self.max_lines: int | None = None
         self.whole_zoom = False          # magnify by whole numbers only (sweeps: even time columns)
+        self._room, self._tallest = None, 0   # the auto height's room, and the most lines it took there
 
     # -- data -------------------------------------------------------------------------
     def set_marker(self, col: int | None) -> None:
@@ -218,7 +219,14 @@ class Heatmap(Widget, can_focus=True):
         cap = self.max_lines if self.max_lines is not None else max(8, viewport.height - 10)
         cap = max(cap, -(-self.data.shape[0] // self._per()) + (self.marker is not None))
         f = self._fit_for(width, cap)
-        return max(1, self._lines_for(f)) + (1 if self.marker is not None else 0)
+        lines = max(1, self._lines_for(f)) + (1 if self.marker is not None else 0)
+        # never shorter than the tallest picture shown at this width: `t` (S to the one-row
+        # error and back) or another layer's shape must not reflow every panel below this one
+        room = (width, self.max_lines, viewport.height)
+        if room != self._room:
+            self._room, self._tallest = room, 0
+        self._tallest = max(self._tallest, lines)
+        return self._tallest
 
     def get_content_width(self, container, viewport) -> int:
         return max(1, self.data.shape[1])
