@@ -37,8 +37,6 @@ def start(path: str) -> None:
     from .cache_names import cache_dir, seen_before
     if Path(path).suffix.lower() not in (".yaml", ".yml") or cache_dir() is None or seen_before(path):
         return                         # a trace, no cache, or cached before: the app needs no helper
-    if sys.platform == "win32":        # select() on a pipe and a new session are POSIX's
-        return
     try:
         child = subprocess.Popen([sys.executable, "-m", "lineage.playback.prefetch", path],
                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
