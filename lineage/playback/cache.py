@@ -22,15 +22,29 @@ from pathlib import Path
 
 from ..scenario.checks import total_steps
 from ..scenario.schema import Scenario
-from .cache_names import SETTINGS as _SETTINGS, cache_dir, code_digest, seen
 from .session import Cursor, Replay, Session, Stopped
 from .trace import TraceError
 
 BUDGET = 1 << 30              # bytes of entries kept; the oldest go first
+ENV = "LINEAGE_CACHE_DIR"     # where entries go; empty or "off": no cache
+_SETTINGS = ("LINEAGE_BACKEND", "LINEAGE_GRAPH", "CUDA_VISIBLE_DEVICES")
+
+
+def cache_dir() -> Path | None:
+    where = os.environ.get(ENV)
+    if where is not None:
+        return None if where in ("", "off") else Path(where)
+    import platformdirs
+    return Path(platformdirs.user_cache_dir("lineage")) / "traces"
 
 
 def _code_digest() -> str:
-    return code_digest()
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parents[2]
+    for folder in ("lineage", "kernels"):
+        for f in sorted((root / folder).rglob("*.py")):
+            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
 
 
 def _checkpoints(tree) -> list[str]:
@@ -218,8 +232,6 @@ def record_into_cache(session: Session):
                 _delete(own)           # the entry there holds as many frames or more: keep it
             else:
                 os.replace(own, path)
-            # for the next launch, which looks before it parses anything (cache_names.py)
-            (where / seen(session.sc.text or "", session.sc.base_dir)).touch()
         except OSError:
             _delete(own)
     return publish

@@ -9,17 +9,16 @@ loading worker, finding no entry of its own, waits for the child (`take`) and op
 as it opens any cached scenario, with no torch; the app's own session is made afterwards for
 the steps past it.
 
-No child is started when the cache is off or the scenario file left its marker in the cache
-(cache_names.py: checked without parsing it). The child does nothing (and says `skip`) when the
-scenario has an entry already, names a checkpoint directory (a real model: loading it twice
-would double the memory it takes), or may run on a GPU (two CUDA contexts cost more than they
-save).
+The child does nothing (and says `skip`) when the cache is off, the scenario has an entry
+already, it names a checkpoint directory (a real model: loading it twice would double the
+memory it takes), or it may run on a GPU (two CUDA contexts cost more than they save).
 
     python -m lineage.playback.prefetch SCENARIO   # prints `go` or `skip`, then `done`
 """
 from __future__ import annotations
 
 import atexit
+import os
 import select
 import subprocess
 import sys
@@ -34,9 +33,8 @@ _started: dict[str, subprocess.Popen] = {}
 
 def start(path: str) -> None:
     """Start the child for the scenario at `path` (nothing for a trace or a directory)."""
-    from .cache_names import cache_dir, seen_before
-    if Path(path).suffix.lower() not in (".yaml", ".yml") or cache_dir() is None or seen_before(path):
-        return                         # a trace, no cache, or cached before: the app needs no helper
+    if Path(path).suffix.lower() not in (".yaml", ".yml") or os.environ.get("LINEAGE_CACHE_DIR") in ("", "off"):
+        return
     try:
         child = subprocess.Popen([sys.executable, "-m", "lineage.playback.prefetch", path],
                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,

@@ -60,12 +60,3 @@ def test_a_gpu_is_left_to_the_app(cache_dir):
     assert prefetch._worth_it(sc)
     # two CUDA contexts would cost more than they save
     assert not prefetch._worth_it(sc.model_copy(update={"device": "cuda"}))
-
-
-def test_a_scenario_cached_before_starts_no_helper(cache_dir):
-    from lineage.playback.cache_names import seen_before
-    assert not seen_before(TOUR)
-    assert prefetch.main([TOUR]) == 0                  # publishes step 1, and the marker with it
-    assert seen_before(TOUR)
-    prefetch.start(TOUR)
-    assert prefetch._started == {}                     # the next launch starts no helper
