@@ -395,9 +395,6 @@ def _run(path: str | None, salvage: bool) -> int:
         path = _resolve(path)
         if not Path(path).exists():
             return _err(_missing(path))
-    from lineage.playback import prefetch
-    prefetch.start(path or str(SCENARIO_DIR / "tour.yaml"))   # the first frame, on another core, meanwhile
-    if path is not None:
         if not _check(path, salvage):     # located problems before any screen is drawn, exit 2
             return 2
     from tui.app import run

@@ -106,16 +106,8 @@ class Warm(Cursor):
         self.held, self.sc = held, sc
         self.total, self.info, self.configs = held.total, held.info, held.configs
         self.session: Session | None = None
-        self.prefetched = False        # the entry holds the first frame(s) only: prepare() soon
         self._lock = threading.Lock()
         self._closed = False
-
-    def prepare(self) -> None:
-        """Make the session now (PyTorch imported, the models built), so that the first step
-        past the entry's frames does not wait for it."""
-        with self._lock:
-            if not self._closed and self.session is None:
-                self.session = caching_session(self.sc)
 
     @property
     def made(self) -> int:

@@ -103,7 +103,6 @@ class MainScreen(Screen):
         self._play_timer = None
         self._jump = 0                 # numbers the step requests, so a late progress report is dropped
         self._early: int | None = None # a step asked for before the file was open: shown first
-        self._prepared = None          # the prefetched cursor whose session is being made
 
     # -- layout -----------------------------------------------------------------------
     def compose(self):
@@ -166,8 +165,6 @@ class MainScreen(Screen):
                 f"colour {depth}"]
         if cursor is not None and type(cursor).__name__ == "Replay":
             bits.append("replaying a trace (no torch)")
-        elif getattr(cursor, "prefetched", False):
-            bits.append("step 1 made by a helper process while the app started")
         elif cursor is not None and type(cursor).__name__ == "Warm":
             bits.append("opened on cached frames (LINEAGE_CACHE_DIR=off to make them afresh)")
         bits += info.get("notes", [])
@@ -194,7 +191,7 @@ class MainScreen(Screen):
         name = Path(path).name
         try:
             from lineage.playback.session import open_path
-            cursor = open_path(path, salvage=self.salvage, make=lambda sc: self._scenario_cursor(sc, name, path))
+            cursor = open_path(path, salvage=self.salvage, make=lambda sc: self._scenario_cursor(sc, name))
             if cursor.total < 1:
                 raise TraceError(f"{path}: nothing to show (0 steps)")
         except ScenarioError as e:
@@ -210,17 +207,11 @@ class MainScreen(Screen):
             return
         self.app.call_from_thread(self._opened, cursor, path)
 
-    def _scenario_cursor(self, sc, name: str, path: str):
+    def _scenario_cursor(self, sc, name: str):
         """In the loading worker: a scenario seen before opens on its cached frames (no torch);
-        so does one whose first frame a helper process started at launch has just made
-        (lineage/playback/prefetch.py); otherwise a session that keeps its frames in the cache."""
-        from lineage.playback import prefetch
+        otherwise a session that keeps its frames in the cache for next time."""
         from lineage.playback.cache import caching_session, open_scenario
         cursor = open_scenario(sc)
-        if cursor is None and prefetch.take(path):
-            cursor = open_scenario(sc)
-            if cursor is not None:
-                cursor.prefetched = True
         if cursor is None:
             # the one long wait of a first launch (about a second, more on a busy machine)
             self.post_message(Stage(f"{name}: starting PyTorch"))
@@ -296,10 +287,6 @@ class MainScreen(Screen):
         if not worker.is_cancelled:            # a frame asked for before the newest request is not shown
             self.app.call_from_thread(self._show_frame, cursor, i)
 
-    @work(thread=True, group="prepare", exit_on_error=False)
-    def _prepare(self, cursor) -> None:
-        cursor.prepare()               # a model that fails to build says so at the step that needs it
-
     def on_computing(self, message: Computing) -> None:
         if message.jump == self._jump and self.player.pending:
             self.query_one(Timeline).progress(message.made, message.needed)
@@ -331,9 +318,6 @@ class MainScreen(Screen):
             return                             # a frame of a scenario that was replaced meanwhile
         for panel in self.query(Panel):
             panel.paced_show(cursor, i, self.player.playing)
-        if getattr(cursor, "prefetched", False) and self._prepared is not cursor:
-            self._prepared = cursor            # once painted: torch and the model, before a step needs them
-            self.call_after_refresh(self._prepare, cursor)
         timeline = self.query_one(Timeline)
         if timeline.computing is not None and not self.player.pending:
             timeline.progress(None)
