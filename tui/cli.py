@@ -12,7 +12,7 @@ from lineage import __version__
 from scenarios import DIR as SCENARIO_DIR
 
 from . import export_cli, train_cli
-from .opening import check, checkpoint_options, checkpoint_scenario, err, guarded, resolve
+from .opening import check, checkpoint_options, checkpoint_scenario, err, guarded, missing, resolve
 
 
 
@@ -85,8 +85,8 @@ def _memory(args) -> int:
           f"sequence (S {r0['matrix_bytes']:,} + conv cache {r0['conv_bytes']:,}); counted as {r0['dtypes']}")
     print(f"  {'context':>10} {'cache/seq':>12} {'state/seq':>12} {'batch/card':>11}")
     for r in rows:
-        print(f"  {r['context']:>10,} {r['cache_bytes'] / 2**20:>10.1f}Mi {r['state_bytes'] / 2**20:>10.1f}Mi "
-              f"{r['batch_per_card']:>11,}")
+        print(f"  {r['context']:>10,} {_binary(r['cache_bytes']):>12} {_binary(r['state_bytes']):>12} "
+              f"{int(r['batch_per_card']):>11,}")
     return 0
 
 
@@ -108,11 +108,19 @@ def _validate(args) -> int:
     return 2 if bad else 0
 
 
+def _binary(n: float) -> str:
+    """Bytes in the largest binary unit that keeps a number of at least 1: '4.5 GiB', '110 KiB'."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}" if n < 100 * size else f"{n / size:,.0f} {unit}"
+    return f"{int(n)} B"
+
+
 def _run(path: str | None, salvage: bool) -> int:
     if path is not None:
         path = resolve(path)
         if not Path(path).exists():
-            return err(f"{path}: no such file")
+            return err(missing(path))
         if not check(path, salvage):     # located problems before any screen is drawn, exit 2
             return 2
     from tui.app import run

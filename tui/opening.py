@@ -47,6 +47,14 @@ def check(path: str, salvage: bool = False, every_frame: bool = False) -> bool:
 
 
 
+def missing(path: str) -> str:
+    """'no such file', with the closest bundled scenario when the name looks like one ('recal')."""
+    from lineage.did_you_mean import did_you_mean
+    hint = did_you_mean(Path(path).stem, [f.stem for f in SCENARIO_DIR.glob("*.yaml")]) \
+        if not Path(path).suffix or Path(path).suffix in (".yaml", ".yml") else ""
+    return f"{path}: no such file{hint}"
+
+
 def resolve(name: str) -> str:
     """A path, or the name of a bundled scenario ('tour' -> scenarios/tour.yaml)."""
     p = Path(name)
@@ -71,7 +79,7 @@ def open_file(path: str, salvage: bool = False):
     except TraceError as e:
         return None, err(str(e))
     except FileNotFoundError:
-        return None, err(f"{path}: no such file")
+        return None, err(missing(path))
     except (ValueError, RuntimeError) as e:     # never a traceback: one line, exit 2
         return None, err(f"{path}: {first_line(e)}")
 

@@ -21,9 +21,11 @@ import hmac
 import ipaddress
 import json
 import os
+import re
 import secrets
 import signal
 import sys
+from html import escape
 from urllib.parse import urlsplit
 
 from aiohttp import WSMsgType, web
@@ -51,6 +53,14 @@ def _hostname(netloc: str) -> str:
         return (urlsplit("//" + netloc).hostname or "").lower()
     except ValueError:
         return ""
+
+
+def own_page(html: str, title: str) -> str:
+    """textual-serve's page with a <title> (it has none) and without its stylesheet from
+    fonts.googleapis.com: a served app works offline and tells nobody else it was opened; the
+    page's font list falls back to the machine's monospace font."""
+    html = re.sub(r'<link[^>]*href="https://fonts\.googleapis\.com[^"]*"[^>]*>', "", html)
+    return html.replace("<head>", f"<head>\n    <title>{escape(title)}</title>", 1)
 
 
 def clamp_size(width, height) -> tuple[int, int]:
@@ -163,7 +173,9 @@ class GuardedServer(Server):
         context = {"font_size": max(6, min(to_int(request.query.get("fontsize", "16"), 16), 48)),
                    "app_websocket_url": ws, "config": {"static": {"url": f"{base}/static/"}},
                    "application": {"name": self.title}}
-        return aiohttp_jinja2.render_template("app_index.html", request, context)
+        response = aiohttp_jinja2.render_template("app_index.html", request, context)
+        response.text = own_page(response.text, self.title)
+        return response
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
         websocket = web.WebSocketResponse(heartbeat=15, max_msg_size=1 << 20)

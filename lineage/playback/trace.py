@@ -40,6 +40,8 @@ MAX_FRAME_BYTES = 64 << 20      # one frame, decompressed; k3-mini's is ~118 KB
 MAX_META_BYTES = 16 << 20       # header or footer JSON, decompressed (the scenario text is at most 1 MiB)
 
 
+SALVAGE_HINT = "(open with --salvage to read them)"     # the app words it as the command to type
+
 class TraceError(Exception):
     """A trace that cannot be read, with the file and the reason in the message."""
 
@@ -187,7 +189,7 @@ class TraceReader:
         if problem is not None:
             if not salvage:
                 raise TraceError(f"{self.path}: {problem}; its first {len(self._offsets)} frames are intact "
-                                 "(open with --salvage to read them)")
+                                 + SALVAGE_HINT)
             self.truncated = True
         self.header = header
         self.scenario_text: str = header["scenario"]

@@ -138,12 +138,21 @@ def test_shared_colour_scale_across_compared_states():
 # -- pictures ---------------------------------------------------------------------------
 
 def test_fit_zooms_prints_and_samples():
-    assert fit(32, 32, 46, 17).zoom == 1
-    assert fit(32, 32, 150, 40).zoom == 2                        # 64 x 32 lines would not fit; 2 does
-    assert fit(16, 16, 46, 17).zoom == 2
+    assert fit(32, 32, 46, 17).zoom == 1                         # 1.06: a few doubled columns would read as data
+    big = fit(32, 32, 150, 40)                                   # 80 pixel rows bind: 2.5 pixels a value
+    assert big.zoom == 2.5 and big.width == 80 and len(big.ys) == 80
+    # 62 columns (a third of 200) and room below: most values two wide, none wider, none lost
+    third = fit(32, 32, 62, 40)
+    widths = np.bincount(third.xs, minlength=32)
+    assert third.width == 62 and set(widths) == {1, 2} and (widths == 2).sum() == 30
+    assert np.array_equal(np.bincount(third.ys, minlength=32), widths)     # square: rows as columns
+    assert fit(32, 32, 62, 40, whole=True).zoom == 1             # a sweep keeps even columns
+    assert fit(16, 16, 46, 17).zoom == pytest.approx(2.125)
     small = fit(2, 1, 40, 10)
-    assert small.text and small.cw >= 8
+    assert small.text and small.cw >= 8 and small.cw == 2 * small.ch          # a square-looking cell
+    assert fit(2, 1, 150, 40).ch == 20                           # maximised: as tall as the panel allows
     assert not fit(8, 8, 40, 10).text                            # 8 columns of 5: no room for values
+    assert fit(8, 4, 50, 20, per=1).ch == 1                      # no colour: one line a row
     assert fit(32, 200, 76, 40).stride == 3
     assert fit(32, 40, 76, 10).rstride == 2
 
@@ -163,6 +172,40 @@ def test_heatmap_grows_when_maximised():
             await pilot.press("m")
             await pilot.pause(0.3)
             assert hm.fit.zoom == before[0]
+    run(go())
+
+
+def _drawn(hm: Heatmap) -> tuple[int, int, int]:
+    """The picture's columns and lines as rendered, and the blank columns left of it."""
+    lines = [hm.render_line(y).text for y in range(hm.size.height)]
+    drawn = [ln for ln in lines if ln.strip()]
+    left = min(len(ln) - len(ln.lstrip()) for ln in drawn)
+    return max(len(ln.rstrip()) for ln in drawn) - left, len(drawn), left
+
+
+def test_heatmap_uses_a_larger_terminal_and_is_centred():
+    async def size_at(cols: int, rows: int, maximise: bool = False):
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(cols, rows)) as pilot:
+            await settle(pilot, app, 0)
+            state = panel(app, "state")
+            hm = state.query_one(Heatmap)
+            if maximise:
+                state.focus()
+                await pilot.press("m")
+                await pilot.pause(0.3)
+            w, h, left = _drawn(hm)
+            assert abs(left - (hm.size.width - w) // 2) <= 1          # centred, not left-aligned
+            return w, h
+
+    async def go():
+        at160 = await size_at(160, 50)
+        at200 = await size_at(200, 60)
+        big = await size_at(160, 50, maximise=True)
+        assert at200[0] > at160[0] and at200[1] > at160[1]        # a third of 200 columns is used
+        assert big[0] > at200[0] and big[1] > at200[1]
+        for w, h in (at160, at200, big):                          # square-looking values: 2 columns a line
+            assert abs(w - 2 * h) <= 2
     run(go())
 
 
@@ -198,7 +241,8 @@ def test_decay_map_draws_the_gap_blank():
             await settle(pilot, app, 120)
             hm = panel(app, "decay").query_one(Heatmap)
             now = 120 % hm.data.shape[1]
-            line = hm.render_line(0).text
+            ox, oy = hm._offset()                               # the picture is centred
+            line = hm.render_line(oy).text[ox:]
             gap = [(now + d) % hm.data.shape[1] for d in range(1, GAP + 1)]
             assert all(line[c] == " " for c in gap) and line[now] != " "
     run(go())
@@ -320,6 +364,25 @@ def test_caption_keys_jump_between_captions():
     run(go())
 
 
+def test_small_matrices_without_colour_take_one_line_a_row(monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    async def go():
+        app = LineageApp(str(SC / "fig3_two_facts.yaml"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, app, 0)
+            app.request(1)
+            await settle(pilot, app, 1)
+            hm = panel(app, "state").query_one(Heatmap)
+            lines = [hm.render_line(y).text for y in range(hm.size.height)]
+            at = [y for y, ln in enumerate(lines) if ln.strip()]
+            drawn = [lines[y] for y in at]
+            # without colour a taller cell is only a blank line parting the rows
+            assert hm.fit.text and len(drawn) == hm.data.shape[0] and at[-1] - at[0] + 1 == len(drawn)
+            assert all(len(re.findall(r"[+-]\d\.\d\d", ln)) == hm.data.shape[1] for ln in drawn)
+    run(go())
+
+
 def test_hiding_panels_gives_the_heatmap_their_room():
     async def go():
         app = LineageApp(str(SC / "tour.yaml"))
@@ -366,4 +429,53 @@ def test_palette_entries_are_the_apps():
             entry.callback()
             await pilot.pause(0.2)
             assert app.screen.maximized is panel(app, "state")                # the panel, not its map
+    run(go())
+
+
+def test_a_mistyped_scenario_name_gets_a_hint(capsys):
+    assert main(["run", "recal"]) == 2
+    assert capsys.readouterr().err.strip() == "recal: no such file (did you mean 'recall'?)"
+    assert main(["run", "nothing_like_any"]) == 2
+    assert capsys.readouterr().err.strip() == "nothing_like_any: no such file"
+
+
+def test_memory_prints_bytes_in_a_readable_unit(capsys):
+    assert main(["memory", "gpt2-small"]) == 0
+    rows = capsys.readouterr().out.splitlines()[3:]
+    assert rows[2].split() == ["131,072", "4.5", "GiB", "0", "B", "29"]        # not 4608.0Mi, not 29.0
+
+
+def test_a_truncated_trace_in_the_app_names_the_command_that_salvages_it(tmp_path, capsys):
+    from tests.tui.test_app import settled
+    out = tmp_path / "t.trace"
+    assert main(["record", str(SC / "fig3_two_facts.yaml"), "-o", str(out)]) == 0
+    out.write_bytes(out.read_bytes()[:-200])                 # the footer and part of a frame gone
+
+    async def go():
+        app = LineageApp(str(SC / "fig3_two_facts.yaml"))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, app, 0)
+            app.open(str(out))
+            await settled(pilot)
+            lines = app.screen.lines
+            assert any(f"(lineage run {out} --salvage reads them)" in ln for ln in lines), lines
+            assert not any("open with --salvage" in ln for ln in lines)
+    run(go())
+
+
+def test_t_does_not_reflow_the_panels_below(monkeypatch):
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(80, 24)) as pilot:              # natural heights: the grid scrolls
+            await settle(pilot, app, 0)
+            app.request(2)
+            await settle(pilot, app, 2)
+            state = panel(app, "state")
+            below = [p for p in app.query(Panel) if p.region.y > state.region.y]
+            before = (state.outer_size, [p.region for p in below])
+            state.focus()
+            await pilot.press("t", "t")                               # the one-row read-back error
+            await pilot.pause(0.3)
+            assert state.query_one(Heatmap).data.shape[0] == 1
+            assert (state.outer_size, [p.region for p in below]) == before
     run(go())

@@ -121,6 +121,7 @@ def test_page_needs_the_token(server):
                 assert r.status == 200
                 page = await r.text()
                 assert f"/ws/{server['token']}" in page and r.headers["X-Frame-Options"] == "DENY"
+                assert "<title>lineage</title>" in page and "googleapis" not in page       # works offline
             async with s.get(base) as r:          # the cookie set above lets a reload in
                 assert r.status == 200
     asyncio.run(go())

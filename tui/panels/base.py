@@ -251,6 +251,7 @@ class SweepPanel(HeatmapPanel):
         the heatmap, "now" marked and the gap after it blank; returns the (rows, steps) picture."""
         data = self._sweep.update(key, i, lambda j: history.column(j), self.size.width)
         hm = self.query_one(Heatmap)
+        hm.whole_zoom = True        # time columns of one width: a doubled one would read as a step
         hm.set_marker(self._sweep.column_of(i))
         hm.set_data(data, "sequential", vmax=1.0, blank=self._sweep.blank(i))
         return data

@@ -134,7 +134,9 @@ class MainScreen(Screen):
     def _show_status(self) -> None:
         cursor = self.player.cursor
         info = cursor.info if cursor else {}
-        depth = "none (NO_COLOR)" if self.app.no_color else (self.app.console.color_system or "none")
+        # an export (headless) reports "standard" but is drawn in full colour
+        depth = "none (NO_COLOR)" if self.app.no_color else \
+            "truecolor" if self.app.is_headless else (self.app.console.color_system or "none")
         bits = [f"device {info.get('device', '?')}", f"backend {info.get('backend', 'reference')}",
                 f"colour {depth}"]
         if cursor is not None and type(cursor).__name__ == "Replay":

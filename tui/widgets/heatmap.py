@@ -2,15 +2,17 @@
 
 Large matrices draw with half-block cells: '▀' with the upper value as foreground and the lower
 one as background, so one terminal cell holds two square pixels. Each value becomes a square of
-`zoom` x `zoom` pixels, the largest that fits, so a state grows when its panel is maximised or
-other panels are hidden; a matrix wider than the widget is sub-sampled (`stride`). Matrices of
-8 x 8 or smaller print their values in the cells when the cells are wide enough for the number.
-Strips are built once per `set_data` and cached. Without colour (NO_COLOR) every value becomes a
-glyph whose shape carries sign and magnitude.
+pixels as large as the widget allows in both directions (fractional: a 32 x 32 state in 62
+columns draws most values two pixels wide, a few one), centred in the widget, so a state grows
+when its panel is maximised, other panels are hidden or the terminal is larger; a matrix larger
+than the widget is sub-sampled (`stride`). Matrices of 8 x 8 or smaller print their values in
+cells as large as the room allows. Strips are built once per `set_data` and cached. Without
+colour (NO_COLOR) every value becomes a glyph whose shape carries sign and magnitude, and
+printed values take one line a row.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from rich.segment import Segment
@@ -35,29 +37,63 @@ TEXT_CELL = 8              # columns a printed value needs, with the cursor's br
 @dataclass(frozen=True)
 class Fit:
     """How a (rows, cols) matrix sits in the widget: `text` cells of cw x ch print values;
-    otherwise each value is zoom x zoom pixels (two pixel rows per line), or every `stride`th
-    column when the matrix is wider than the widget."""
+    otherwise picture column x draws matrix column xs[x] and pixel row p (two per line with
+    half blocks) matrix row ys[p]. `zoom` is how many columns a value gets (fractional: a
+    32-wide state in 62 columns draws most values two wide, a few one); `stride` and `rstride`
+    say how many columns and rows one picture column or pixel row stands for when the matrix
+    is larger than the widget."""
     text: bool = False
     cw: int = 1
     ch: int = 1
-    zoom: int = 1
+    zoom: float = 1.0
     stride: int = 1
-    rstride: int = 1          # every rstride-th row, when the rows outnumber the pixel rows
+    rstride: int = 1
+    xs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), compare=False, repr=False)
+    ys: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), compare=False, repr=False)
+
+    @property
+    def width(self) -> int:
+        """Columns the picture takes (text cells included)."""
+        return len(self.xs) * (self.cw if self.text else 1)
 
 
-def fit(rows: int, cols: int, width: int, height: int, per: int = 2) -> Fit:
-    """The largest picture of a rows x cols matrix in width x height cells (per: pixel rows per line)."""
+def _spread(n: int, size: int) -> np.ndarray:
+    """`size` picture positions over n values, each value getting floor or ceil of size / n."""
+    return np.arange(size, dtype=np.int64) * n // max(size, 1)
+
+
+def fit(rows: int, cols: int, width: int, height: int, per: int = 2, whole: bool = False) -> Fit:
+    """The largest picture of a rows x cols matrix in width x height cells (per: pixel rows per
+    line). A value stays about square: a terminal cell is about twice as tall as wide, so with
+    half blocks (per 2) a value is as many pixel rows as columns, with one glyph a line (per 1)
+    twice as many columns as lines. `whole`: magnify by whole numbers only (a sweep's time axis)."""
     width, height = max(width, 1), max(height, 1)
-    if 0 < rows <= TEXT_MAX and 0 < cols <= TEXT_MAX and width // cols >= TEXT_CELL:
-        cw = min(width // cols, 14)
-        # square-looking cells: a terminal cell is about twice as tall as wide
-        ch = max(1, min(cw // 2, height // rows))
-        return Fit(text=True, cw=cw, ch=ch)
-    rstride = max(1, -(-rows // (per * height)))
-    if cols > width or rstride > 1:
-        return Fit(stride=max(1, -(-cols // width)), rstride=rstride)
-    zoom = max(1, min(width // max(cols, 1), per * height // max(rows, 1)))
-    return Fit(zoom=zoom)
+    if rows <= 0 or cols <= 0:
+        return Fit()
+    if rows <= TEXT_MAX and cols <= TEXT_MAX and width // cols >= TEXT_CELL:
+        if per == 1:               # no colour: a cell is its number, one line a row
+            return Fit(text=True, cw=min(width // cols, TEXT_CELL + 2), ch=1,
+                       xs=np.arange(cols), ys=np.arange(rows))
+        # square-looking cells, as large as the room allows: width or height, whichever binds
+        ch = max(1, min(width // cols // 2, height // rows))
+        cw = min(width // cols, max(TEXT_CELL, 2 * ch))
+        return Fit(text=True, cw=cw, ch=ch, xs=np.arange(cols), ys=np.arange(rows))
+    pixels = per * height
+    if cols > width or rows > pixels:
+        stride, rstride = max(1, -(-cols // width)), max(1, -(-rows // pixels))
+        return Fit(stride=stride, rstride=rstride,
+                   xs=np.arange(0, cols, stride), ys=np.arange(0, rows, rstride))
+    aspect = 2 // per                      # columns per pixel row of a square
+    zy = min(pixels / rows, width / cols / aspect)
+    if zy < 1:                             # one glyph a line: not room for square values
+        zy, zx = 1.0, min(width / cols, aspect)
+    else:
+        zx = aspect * zy
+    if whole or zx < 1.25:                 # a few doubled columns would read as data
+        zx = float(int(zx))
+        zy = max(1.0, zx / aspect)
+    w, p = min(width, int(cols * zx)), min(pixels, int(rows * zy))
+    return Fit(zoom=zx, xs=_spread(cols, w), ys=_spread(rows, p))
 
 
 class Heatmap(Widget, can_focus=True):
@@ -92,6 +128,8 @@ class Heatmap(Widget, can_focus=True):
         self._shown = None               # the colour steps on screen, to send only what changed
         # a height cap for auto height (the panel's share of the screen); None: the viewport's
         self.max_lines: int | None = None
+        self.whole_zoom = False          # magnify by whole numbers only (sweeps: even time columns)
+        self._room, self._tallest = None, 0   # the auto height's room, and the most lines it took there
 
     # -- data -------------------------------------------------------------------------
     def set_marker(self, col: int | None) -> None:
@@ -102,7 +140,7 @@ class Heatmap(Widget, can_focus=True):
         n = self._map_lines()
         if had and col is not None and self._strips and len(self._strips) > n:
             self._strips[n] = self._marker_line()
-            self.refresh(Region(0, n, self.size.width, 1))
+            self.refresh(Region(0, self._offset()[1] + n, self.size.width, 1))
         else:
             self.refresh(layout=True)
 
@@ -133,18 +171,16 @@ class Heatmap(Widget, can_focus=True):
             return
         # redraw only what changed: per terminal line, the span of cells whose colour step moved
         # (a sweeping map changes one column a step, so little is sent over SSH)
-        changed = old != self.idx                                          # (rows, cols)
-        f = self.fit
+        changed = (old != self.idx)[:, self.fit.xs]                       # (rows, picture columns)
+        ox, oy = self._offset()
         for y in range(self._map_lines()):
             ra, rb = self._rows_of_line(y)
             row = changed[ra] | changed[rb] if rb is not None else changed[ra]
-            cols = np.flatnonzero(row)
-            if not cols.size:
+            xs = np.flatnonzero(row)
+            if not xs.size:
                 continue
             self._strips[y] = self._line(y)
-            x0, x1 = (cols[0] // f.stride, cols[-1] // f.stride + 1) if f.stride > 1 else \
-                (cols[0] * f.zoom, (cols[-1] + 1) * f.zoom)
-            self.refresh(Region(int(x0), y, int(x1 - x0), 1))
+            self.refresh(Region(ox + int(xs[0]), oy + y, int(xs[-1] - xs[0] + 1), 1))
 
     @property
     def value_under_cursor(self) -> float | None:
@@ -159,15 +195,19 @@ class Heatmap(Widget, can_focus=True):
 
     def _fit_for(self, width: int, height: int) -> Fit:
         rows, cols = self.data.shape
-        return fit(rows, cols, width, height - (self.marker is not None), self._per())
+        return fit(rows, cols, width, height - (self.marker is not None), self._per(), self.whole_zoom)
 
     def _lines_for(self, f: Fit) -> int:
-        rows = self.data.shape[0]
         if not self.data.size:
             return 0
         if f.text:
-            return rows * f.ch
-        return -(-(-(-rows // f.rstride)) * f.zoom // self._per())
+            return len(f.ys) * f.ch
+        return -(-len(f.ys) // self._per())
+
+    def _offset(self) -> tuple[int, int]:
+        """Where the picture starts: centred in the widget (the marker line goes with it)."""
+        lines = len(self._strips)
+        return max(0, (self.size.width - self.fit.width) // 2), max(0, (self.size.height - lines) // 2)
 
     def _map_lines(self) -> int:
         return self._lines_for(self.fit)
@@ -179,21 +219,30 @@ class Heatmap(Widget, can_focus=True):
         cap = self.max_lines if self.max_lines is not None else max(8, viewport.height - 10)
         cap = max(cap, -(-self.data.shape[0] // self._per()) + (self.marker is not None))
         f = self._fit_for(width, cap)
-        return max(1, self._lines_for(f)) + (1 if self.marker is not None else 0)
+        lines = max(1, self._lines_for(f)) + (1 if self.marker is not None else 0)
+        # never shorter than the tallest picture shown at this width: `t` (S to the one-row
+        # error and back) or another layer's shape must not reflow every panel below this one
+        room = (width, self.max_lines, viewport.height)
+        if room != self._room:
+            self._room, self._tallest = room, 0
+        self._tallest = max(self._tallest, lines)
+        return self._tallest
 
     def get_content_width(self, container, viewport) -> int:
         return max(1, self.data.shape[1])
 
     def cell_at(self, x: int, y: int) -> tuple[int, int] | None:
         """The matrix cell drawn at (x, y) of the widget, or None."""
-        rows, cols = self.data.shape
         f = self.fit
+        ox, oy = self._offset()
+        x, y = x - ox, y - oy
         if f.text:
-            r, c = y // f.ch, x // f.cw
+            x, y = x // f.cw, y // f.ch
         else:
-            r = y * self._per() // f.zoom * f.rstride
-            c = x // f.zoom if f.stride == 1 else x * f.stride
-        return (r, c) if 0 <= r < rows and 0 <= c < cols else None
+            y = y * self._per()
+        if 0 <= x < len(f.xs) and 0 <= y < len(f.ys):
+            return int(f.ys[y]), int(f.xs[x])
+        return None
 
     # -- drawing ----------------------------------------------------------------------
     def _colour(self, i: int):
@@ -201,7 +250,7 @@ class Heatmap(Widget, can_focus=True):
 
     def _text_line(self, y: int, base: Style) -> list[tuple[str, Style]]:
         f = self.fit
-        r = y // f.ch
+        r = int(f.ys[y // f.ch])
         middle = y % f.ch == (f.ch - 1) // 2
         cr, cc = self.cursor
         cells = []
@@ -224,22 +273,19 @@ class Heatmap(Widget, can_focus=True):
 
     def _rows_of_line(self, y: int) -> tuple[int, int | None]:
         """The matrix rows of line y's upper and lower pixel (None: no lower pixel)."""
-        f, per = self.fit, self._per()
-        pixels = -(-self.idx.shape[0] // f.rstride) * f.zoom     # pixel rows in the picture
-        ra = y * per // f.zoom * f.rstride
+        ys, per = self.fit.ys, self._per()
         lower = y * per + 1
-        return ra, (None if per == 1 or lower >= pixels else lower // f.zoom * f.rstride)
+        return int(ys[y * per]), (None if per == 1 or lower >= len(ys) else int(ys[lower]))
 
     def _block_line(self, y: int, base: Style) -> list[tuple[str, Style]]:
         f, per = self.fit, self._per()
-        rows, cols = self.idx.shape
         ra, rb = self._rows_of_line(y)
         cr, cc = self.cursor
         cells = []
-        xs = range(0, cols, f.stride) if f.stride > 1 else [c for c in range(cols) for _ in range(f.zoom)]
-        for c in xs:
+        for c in f.xs.tolist():
             top = int(self.idx[ra, c])
             bottom = None if rb is None else int(self.idx[rb, c])
+            # a sampled picture marks the cursor on the column (row) that stands for it
             here = self.has_focus and c <= cc < c + f.stride and (ra <= cr < ra + f.rstride or
                                                                   (rb is not None and rb <= cr < rb + f.rstride))
             if per == 1:
@@ -271,8 +317,11 @@ class Heatmap(Widget, can_focus=True):
             else:
                 segs.append(Segment(text, style))
         n = sum(len(t) for t, _ in cells)
+        ox = max(0, (self.size.width - n) // 2)            # centred, as _offset says
+        if ox:
+            segs.insert(0, Segment(" " * ox, base))
         # extended to the widget's width once here, so render_line hands out the cached strip
-        return Strip(segs, n).crop_extend(0, max(self.size.width, n), base)
+        return Strip(segs, n + ox).crop_extend(0, max(self.size.width, n + ox), base)
 
     def _marker_line(self) -> Strip:
         w = max(self.size.width, 1)
@@ -282,7 +331,8 @@ class Heatmap(Widget, can_focus=True):
         if f.text:
             x = self.marker * f.cw + f.cw // 2
         else:
-            x = self.marker * f.zoom if f.stride == 1 else self.marker // f.stride
+            x = int(np.searchsorted(f.xs, self.marker))    # the first picture column of that step
+        x += max(0, (self.size.width - f.width) // 2)
         return Strip([Segment(" " * x, self.rich_style), Segment("▲ now", self.rich_style + NOW)]).crop_extend(0, w, self.rich_style)
 
     def _build(self) -> None:
@@ -300,7 +350,8 @@ class Heatmap(Widget, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         # pad with the widget's own style: a None style trips Textual's NO_COLOR filter
-        if y >= len(self._strips):
+        y -= self._offset()[1]
+        if not 0 <= y < len(self._strips):
             return Strip.blank(self.size.width, self.rich_style)
         strip = self._strips[y]
         return strip if strip.cell_length == self.size.width else strip.crop_extend(0, self.size.width, self.rich_style)
