@@ -2,6 +2,8 @@
 that never scrolls away and is never cut: the whole note, however many lines it takes."""
 from __future__ import annotations
 
+import textwrap
+
 from rich.style import Style
 from rich.text import Text
 
@@ -27,6 +29,21 @@ class CaptionsPanel(TextPanel):
                     color: $text-warning; background: $boost; text-style: bold; }
     CaptionsPanel.-quiet { color: $text-muted; text-style: italic; }
     """
+
+    def draw(self, text: str | None) -> None:
+        self._steady_height()
+        super().draw(text)
+
+    def _steady_height(self) -> None:
+        """As tall as the scenario's longest caption at this width: a new caption then never
+        changes the bar's height, so playback never reflows (and redraws) the panels above."""
+        width = self.content_size.width
+        if self._shown is None or width <= 0 or width == getattr(self, "_steady_width", None):
+            return
+        self._steady_width = width
+        notes = [c.get("text") or "" for c in self._shown[0].info.get("captions") or []]
+        tallest = max((len(textwrap.wrap(t, width)) for t in notes), default=1)
+        self.styles.min_height = min(max(tallest, 1), 10) + 2           # + the tall border's two rows
 
     def rich(self, text: str | None) -> Text:
         if self.has_class("-quiet") != (not text):     # a class change restyles: only when it changes
