@@ -73,9 +73,9 @@ def profile_step(folder: Path, vocab: int, steps: int) -> None:
         s.frame(i)
         frame_t.append(time.perf_counter() - t0)
     print("frame (replay + host):", ms(frame_t), flush=True)
-    runner = s.runner if hasattr(s, "runner") else None
-    stepper = getattr(runner, "stepper", None)
-    print("stepper:", type(stepper).__name__, "graph mode", getattr(runner, "graph_mode", None), flush=True)
+    stepped = s.runner.models[0]                # the model's SteppedModel holds its captured graph
+    stepper = stepped.stepper
+    print("stepper:", type(stepper).__name__, "graph mode", stepped.graph_mode, flush=True)
     if stepper is None:
         s.close()
         return
