@@ -175,6 +175,27 @@ def test_heatmap_grows_when_maximised():
     run(go())
 
 
+def test_figure_plot_grows_when_maximised():
+    """fig4's curve takes the rows a maximised panel has, and gives them back when restored."""
+    def plot_rows(fig) -> int:
+        return sum(1 for ln in str(fig.query_one("#body").shown).splitlines() if "\u2502" in ln[:7])
+
+    async def go():
+        app = LineageApp(str(SC / "fig4_chunk_dial.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            fig = panel(app, "figure")
+            before = plot_rows(fig)
+            fig.focus()
+            await pilot.press("m")
+            await pilot.pause(0.3)
+            assert app.screen.maximized is fig and plot_rows(fig) >= 1.5 * before
+            await pilot.press("m")
+            await pilot.pause(0.3)
+            assert plot_rows(fig) == before
+    run(go())
+
+
 def _drawn(hm: Heatmap) -> tuple[int, int, int]:
     """The picture's columns and lines as rendered, and the blank columns left of it."""
     lines = [hm.render_line(y).text for y in range(hm.size.height)]

@@ -173,6 +173,10 @@ class Panel(Vertical, can_focus=True):
         # what a panel draws depends on its width (text wrap, sweep span, plot size): redraw
         # the shown frame at the new size, so the picture never depends on when a resize landed
         self._fit_room()
+        self.redraw()
+
+    def redraw(self) -> None:
+        """Draw the shown step again: its room changed (a resize, maximised or restored)."""
         if self._shown is not None:
             self.show(*self._shown)
 

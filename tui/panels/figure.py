@@ -280,8 +280,8 @@ class FigurePanel(TextPanel):
             return out
         lines = self.lines(row, width)
         if row["kind"] == "chunk_dial":
-            plot = Text.from_ansi(chunk_plot(row, width, 14, False), no_wrap=True, overflow="crop")
             table = next(j for j, line in enumerate(lines) if line.split()[:2] == ["chunk", "FLOPs"])
+            plot = Text.from_ansi(chunk_plot(row, width, self._plot_height(table), False), no_wrap=True, overflow="crop")
             out = Text("\n".join(lines[:table]) + "\n", no_wrap=True, overflow="crop")
             out.append_text(plot)
             return out
@@ -291,6 +291,15 @@ class FigurePanel(TextPanel):
             out.highlight_regex(r"#+", "#ff8700")
             out.highlight_regex(r"(?<=  )=+(?= )", "#87d700")
         return out
+
+    def _plot_height(self, text_rows: int) -> int:
+        """14 rows in the grid; maximised, the plot takes the screen's rows that the text above
+        it, the timeline, the caption bar and the footer leave (up to 48)."""
+        screen = self.screen
+        if getattr(screen, "maximized", None) is not self:
+            return 14
+        bars = sum(w.outer_size.height for w in screen.query("#captionbar, Timeline, KeysFooter"))
+        return max(14, min(48, screen.size.height - bars - text_rows - 4))
 
     def draw(self, row: dict | None) -> None:
         super().draw(row)

@@ -403,12 +403,15 @@ class MainScreen(Screen):
             panel.show(self.player.cursor, self.player.index)
 
     def action_maximise(self) -> None:
+        panel = self.maximized if self.maximized is not None else self.focused_panel()
+        if panel is None:
+            return
         if self.maximized is not None:
             self.minimize()
-            return
-        panel = self.focused_panel()
-        if panel is not None:
+        else:
             self.maximize(panel)
+        if isinstance(panel, Panel):     # a content-sized panel gets no resize: a figure's plot follows here
+            self.call_after_refresh(panel.redraw)
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen())
