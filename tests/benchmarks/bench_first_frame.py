@@ -19,7 +19,6 @@ import fcntl
 import os
 import pty
 import re
-import select
 import shutil
 import signal
 import statistics
@@ -30,6 +29,8 @@ import tempfile
 import termios
 import time
 from pathlib import Path
+
+from .bench_app import _read
 
 STEP = re.compile(rb"step (\d+) / ([1-9]\d*)")
 TITLE = "state · ".encode()
@@ -45,16 +46,6 @@ def _launch(code: Path, scenario: str, cols: int, rows: int, cache: str):
         os.execv(sys.executable, [sys.executable, "-m", "tui.cli", "run", scenario])
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     return pid, fd
-
-
-def _read(fd: int, timeout: float) -> bytes:
-    r, _, _ = select.select([fd], [], [], timeout)
-    if not r:
-        return b""
-    try:
-        return os.read(fd, 1 << 16)
-    except OSError:
-        return b""
 
 
 def _quit(pid: int, fd: int) -> None:
