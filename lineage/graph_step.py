@@ -51,23 +51,28 @@ class GraphStep:
         self.capacity = capacity
         device = next(model.parameters()).device
         self.token = torch.zeros(1, dtype=torch.long, device=device)
-        saved = [b.clone() for b in _buffers(self.state)]
-        lengths = [st.length for st in self.caches]
+        self._saved = [b.clone() for b in _buffers(self.state)]
+        self._lengths = [st.length for st in self.caches]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side), torch.inference_mode():
             for _ in range(3):                      # warm-up (and compile), as torch requires before capture
                 self._step_fn()
+                self._restore()                     # each writes at the same place: one free slot is enough
         torch.cuda.current_stream().wait_stream(side)
         self.graph = torch.cuda.CUDAGraph()
         with torch.inference_mode(), torch.cuda.graph(self.graph):
             self.logits, self.obs = self._step_fn()
-        # warm-up and capture advanced the state: put it back as it was
-        for b, s in zip(_buffers(self.state), saved):
-            b.copy_(s)
-        for st, n in zip(self.caches, lengths):
-            st.length = n
+        self._restore()                             # capture advanced the host-side counts
+        del self._saved
         self.steps = 0
+
+    def _restore(self) -> None:
+        """Put the state back as it was before the warm-up and capture steps."""
+        for b, s in zip(_buffers(self.state), self._saved):
+            b.copy_(s)
+        for st, n in zip(self.caches, self._lengths):
+            st.length = n
 
     def _run(self):
         obs = {} if self.observe else None

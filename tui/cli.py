@@ -111,7 +111,7 @@ def _validate(args) -> int:
 def _binary(n: float) -> str:
     """Bytes in the largest binary unit that keeps a number of at least 1: '4.5 GiB', '110 KiB'."""
     for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
+        if n >= size * (1 - 5e-4):           # 1,048,000 B is '1.0 MiB', not '1,023 KiB'
             return f"{n / size:.1f} {unit}" if n < 100 * size else f"{n / size:,.0f} {unit}"
     return f"{int(n)} B"
 

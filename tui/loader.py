@@ -28,7 +28,8 @@ def open_for_app(path: str, salvage: bool, stage) -> object:
         raise Unopened([str(p) for p in e.problems]) from None
     except (TraceError, OSError) as e:
         from lineage.playback.trace import SALVAGE_HINT    # the app has no --salvage: name the command
-        raise Unopened([str(e).replace(SALVAGE_HINT, f"(lineage run {path} --salvage reads them)")]) from None
+        import shlex
+        raise Unopened([str(e).replace(SALVAGE_HINT, f"(lineage run {shlex.quote(path)} --salvage reads them)")]) from None
     except Exception as e:  # whatever else a file can provoke, the app keeps what it had
         raise Unopened([f"{path}: {type(e).__name__}: {e}"]) from None
     return cursor

@@ -91,7 +91,8 @@ class MoE(nn.Module):
         # loop below asks the host which experts were chosen (two syncs an expert); with several
         # trainings sharing one GPU each sync waits for the others' queued work (k3-mini trained at
         # 3.5 s a step). Exact, and for tiny experts the extra FLOPs cost less than the syncs.
-        dense = self.training and xl.is_cuda
+        # (a real checkpoint put in training mode keeps the loop: E/k times its FLOPs would not fit)
+        dense = self.training and xl.is_cuda and self.cfg.n_experts * xl.shape[0] * self.cfg.expert_dim <= 2**27
         routed = self._routed_dense(xl, idx, weights) if dense else self._routed(xl, idx, weights)
         y, _, _ = self._finish(x, routed)
         return y.view(shape), None
@@ -112,7 +113,7 @@ class MoE(nn.Module):
         """As _routed, without a host sync: all E experts on all N tokens. Costs E/k times the
         FLOPs and an (E, N, F) activation: for training small models only."""
         gate = torch.zeros(xl.shape[0], self.cfg.n_experts, dtype=xl.dtype, device=xl.device)
-        gate.scatter_(1, idx, weights)                                         # (N, E): 0 where not chosen
+        gate.scatter_(1, idx, weights.to(gate.dtype))                          # (N, E): 0 where not chosen
         h = self._act(torch.einsum("nl,efl->enf", xl, self.w_in))              # (E, N, F)
         return torch.einsum("enf,elf,ne->nl", h, self.w_out, gate)             # (N, L)
 

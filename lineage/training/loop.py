@@ -70,7 +70,9 @@ class _LoadCounter:
 
             def counted(x, _route=route, _m=m):
                 s, idx, w = _route(x)
-                self.load[_m] = torch.bincount(idx.flatten(), minlength=_m.cfg.n_experts)
+                flat = idx.flatten()         # (bincount on a GPU asks the host for the max: a sync)
+                self.load[_m] = torch.zeros(_m.cfg.n_experts, dtype=torch.long, device=flat.device).scatter_add_(
+                    0, flat, torch.ones_like(flat))
                 return s, idx, w
             m.route = counted
 

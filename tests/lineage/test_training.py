@@ -110,7 +110,8 @@ def test_selection_bias_moves_load_towards_even():
     bal = _LoadCounter(model)
     try:
         for _ in range(300):
-            moe.route(x)
+            _, idx, _ = moe.route(x)
+            assert torch.equal(bal.load[moe], torch.bincount(idx.flatten(), minlength=moe.cfg.n_experts))
             counts.append(bal.load[moe].float())
             bal.rebalance(1e-2)
     finally:

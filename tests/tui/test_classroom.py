@@ -12,9 +12,8 @@ from tui.cli import main
 from tui.panels.base import Panel
 from tui.panels.captions import CaptionsPanel
 from tui.panels.recall import recall_table
-from tui.widgets.heatmap import Heatmap, fit
+from tui.widgets.heatmap import Heatmap
 from tui.widgets.keys_footer import KeysFooter
-from tui.widgets.sweep import GAP, Sweep
 
 
 def svg_text(svg: str) -> str:
@@ -53,6 +52,27 @@ def test_caption_is_whole_and_on_screen(size):
             app.query_one("#panels").scroll_end(animate=False)
             await pilot.pause(0.1)
             assert words(text) in words(screen_text(app))
+    run(go())
+
+
+@pytest.mark.parametrize("no_color", [False, True])
+def test_the_caption_bar_keeps_one_height_as_captions_change(no_color, monkeypatch):
+    """A longer caption must not grow the bar (that reflows and redraws every panel above it),
+    with colour and without (where the text form adds 'note: ')."""
+    if no_color:
+        monkeypatch.setenv("NO_COLOR", "1")
+
+    async def go():
+        app = LineageApp(str(SC / "active_params.yaml"))
+        async with app.run_test(size=(69, 30)) as pilot:
+            await settle(pilot, app, 0)
+            bar = app.query_one(CaptionsPanel)
+            heights = []
+            for i in range(min(6, app.cursor.total)):
+                app.request(i)
+                await settle(pilot, app, i)
+                heights.append(bar.size.height)
+            assert len(set(heights)) == 1, heights
     run(go())
 
 
@@ -132,140 +152,6 @@ def test_shared_colour_scale_across_compared_states():
             await pilot.press("c")                               # each on its own scale again
             await pilot.pause(0.1)
             assert [m.vmax for m in maps] == pytest.approx(tops)
-    run(go())
-
-
-# -- pictures ---------------------------------------------------------------------------
-
-def test_fit_zooms_prints_and_samples():
-    assert fit(32, 32, 46, 17).zoom == 1                         # 1.06: a few doubled columns would read as data
-    big = fit(32, 32, 150, 40)                                   # 80 pixel rows bind: 2.5 pixels a value
-    assert big.zoom == 2.5 and big.width == 80 and len(big.ys) == 80
-    # 62 columns (a third of 200) and room below: most values two wide, none wider, none lost
-    third = fit(32, 32, 62, 40)
-    widths = np.bincount(third.xs, minlength=32)
-    assert third.width == 62 and set(widths) == {1, 2} and (widths == 2).sum() == 30
-    assert np.array_equal(np.bincount(third.ys, minlength=32), widths)     # square: rows as columns
-    assert fit(32, 32, 62, 40, whole=True).zoom == 1             # a sweep keeps even columns
-    assert fit(16, 16, 46, 17).zoom == pytest.approx(2.125)
-    small = fit(2, 1, 40, 10)
-    assert small.text and small.cw >= 8 and small.cw == 2 * small.ch          # a square-looking cell
-    assert fit(2, 1, 150, 40).ch == 20                           # maximised: as tall as the panel allows
-    assert not fit(8, 8, 40, 10).text                            # 8 columns of 5: no room for values
-    assert fit(8, 4, 50, 20, per=1).ch == 1                      # no colour: one line a row
-    assert fit(32, 200, 76, 40).stride == 3
-    assert fit(32, 40, 76, 10).rstride == 2
-
-
-def test_heatmap_grows_when_maximised():
-    async def go():
-        app = LineageApp(str(SC / "tour.yaml"))
-        async with app.run_test(size=(160, 50)) as pilot:
-            await settle(pilot, app, 0)
-            state = panel(app, "state")
-            hm = state.query_one(Heatmap)
-            before = (hm.fit.zoom, app.screen.get_widget_at(0, 0))
-            state.focus()
-            await pilot.press("m")
-            await pilot.pause(0.3)
-            assert hm.fit.zoom > before[0] and hm.size.height >= 32
-            await pilot.press("m")
-            await pilot.pause(0.3)
-            assert hm.fit.zoom == before[0]
-    run(go())
-
-
-def test_figure_plot_grows_when_maximised():
-    """fig4's curve takes the rows a maximised panel has, and gives them back when restored."""
-    def plot_rows(fig) -> int:
-        return sum(1 for ln in str(fig.query_one("#body").shown).splitlines() if "\u2502" in ln[:7])
-
-    async def go():
-        app = LineageApp(str(SC / "fig4_chunk_dial.yaml"))
-        async with app.run_test(size=(160, 50)) as pilot:
-            await settle(pilot, app, 0)
-            fig = panel(app, "figure")
-            before = plot_rows(fig)
-            fig.focus()
-            await pilot.press("m")
-            await pilot.pause(0.3)
-            assert app.screen.maximized is fig and plot_rows(fig) >= 1.5 * before
-            await pilot.press("m")
-            await pilot.pause(0.3)
-            assert plot_rows(fig) == before
-    run(go())
-
-
-def _drawn(hm: Heatmap) -> tuple[int, int, int]:
-    """The picture's columns and lines as rendered, and the blank columns left of it."""
-    lines = [hm.render_line(y).text for y in range(hm.size.height)]
-    drawn = [ln for ln in lines if ln.strip()]
-    left = min(len(ln) - len(ln.lstrip()) for ln in drawn)
-    return max(len(ln.rstrip()) for ln in drawn) - left, len(drawn), left
-
-
-def test_heatmap_uses_a_larger_terminal_and_is_centred():
-    async def size_at(cols: int, rows: int, maximise: bool = False):
-        app = LineageApp(str(SC / "tour.yaml"))
-        async with app.run_test(size=(cols, rows)) as pilot:
-            await settle(pilot, app, 0)
-            state = panel(app, "state")
-            hm = state.query_one(Heatmap)
-            if maximise:
-                state.focus()
-                await pilot.press("m")
-                await pilot.pause(0.3)
-            w, h, left = _drawn(hm)
-            assert abs(left - (hm.size.width - w) // 2) <= 1          # centred, not left-aligned
-            return w, h
-
-    async def go():
-        at160 = await size_at(160, 50)
-        at200 = await size_at(200, 60)
-        big = await size_at(160, 50, maximise=True)
-        assert at200[0] > at160[0] and at200[1] > at160[1]        # a third of 200 columns is used
-        assert big[0] > at200[0] and big[1] > at200[1]
-        for w, h in (at160, at200, big):                          # square-looking values: 2 columns a line
-            assert abs(w - 2 * h) <= 2
-    run(go())
-
-
-def test_small_matrices_print_their_values():
-    async def go():
-        app = LineageApp(str(SC / "fig3_two_facts.yaml"))
-        async with app.run_test(size=(160, 50)) as pilot:
-            await settle(pilot, app, 0)
-            app.request(1)
-            await settle(pilot, app, 1)
-            hm = panel(app, "state").query_one(Heatmap)
-            assert hm.fit.text
-            drawn = "".join(hm.render_line(y).text for y in range(hm.size.height))
-            assert "+1.70" in drawn
-            assert "key channel" in panel(app, "state").query_one("#legend").render().plain
-    run(go())
-
-
-def test_sweep_leaves_a_gap_after_now():
-    sw = Sweep()
-    sw.update("k", 5, lambda j: np.full(2, 1.0), width=52)
-    assert sw.blank(5) == list(range(6, 48))                     # not reached yet: blank
-    sw.update("k", 100, lambda j: np.full(2, 1.0), width=52)
-    assert sw.blank(100) == [(100 + d) % 48 for d in range(1, GAP + 1)]
-
-
-def test_decay_map_draws_the_gap_blank():
-    async def go():
-        app = LineageApp(str(SC / "tour.yaml"))
-        async with app.run_test(size=(160, 50)) as pilot:
-            await settle(pilot, app, 0)
-            app.request(120)
-            await settle(pilot, app, 120)
-            hm = panel(app, "decay").query_one(Heatmap)
-            now = 120 % hm.data.shape[1]
-            ox, oy = hm._offset()                               # the picture is centred
-            line = hm.render_line(oy).text[ox:]
-            gap = [(now + d) % hm.data.shape[1] for d in range(1, GAP + 1)]
-            assert all(line[c] == " " for c in gap) and line[now] != " "
     run(go())
 
 
@@ -385,39 +271,6 @@ def test_caption_keys_jump_between_captions():
     run(go())
 
 
-def test_small_matrices_without_colour_take_one_line_a_row(monkeypatch):
-    monkeypatch.setenv("NO_COLOR", "1")
-
-    async def go():
-        app = LineageApp(str(SC / "fig3_two_facts.yaml"))
-        async with app.run_test(size=(80, 24)) as pilot:
-            await settle(pilot, app, 0)
-            app.request(1)
-            await settle(pilot, app, 1)
-            hm = panel(app, "state").query_one(Heatmap)
-            lines = [hm.render_line(y).text for y in range(hm.size.height)]
-            at = [y for y, ln in enumerate(lines) if ln.strip()]
-            drawn = [lines[y] for y in at]
-            # without colour a taller cell is only a blank line parting the rows
-            assert hm.fit.text and len(drawn) == hm.data.shape[0] and at[-1] - at[0] + 1 == len(drawn)
-            assert all(len(re.findall(r"[+-]\d\.\d\d", ln)) == hm.data.shape[1] for ln in drawn)
-    run(go())
-
-
-def test_hiding_panels_gives_the_heatmap_their_room():
-    async def go():
-        app = LineageApp(str(SC / "tour.yaml"))
-        async with app.run_test(size=(160, 50)) as pilot:
-            await settle(pilot, app, 0)
-            hm = panel(app, "state").query_one(Heatmap)
-            before = hm.size
-            for kind in ("tokens", "decay", "routing", "depth", "cache"):
-                app._toggle(panel(app, kind))
-            await pilot.pause(0.3)
-            assert hm.size.width > before.width and hm.size.height > before.height and hm.fit.zoom >= 2
-    run(go())
-
-
 def test_open_dialog_takes_bundled_names():
     from tui.app import bundled
     assert bundled("recall") == str(SC / "recall.yaml")
@@ -484,19 +337,3 @@ def test_a_truncated_trace_in_the_app_names_the_command_that_salvages_it(tmp_pat
     run(go())
 
 
-def test_t_does_not_reflow_the_panels_below(monkeypatch):
-    async def go():
-        app = LineageApp(str(SC / "tour.yaml"))
-        async with app.run_test(size=(80, 24)) as pilot:              # natural heights: the grid scrolls
-            await settle(pilot, app, 0)
-            app.request(2)
-            await settle(pilot, app, 2)
-            state = panel(app, "state")
-            below = [p for p in app.query(Panel) if p.region.y > state.region.y]
-            before = (state.outer_size, [p.region for p in below])
-            state.focus()
-            await pilot.press("t", "t")                               # the one-row read-back error
-            await pilot.pause(0.3)
-            assert state.query_one(Heatmap).data.shape[0] == 1
-            assert (state.outer_size, [p.region for p in below]) == before
-    run(go())

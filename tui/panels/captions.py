@@ -41,8 +41,10 @@ class CaptionsPanel(TextPanel):
         if self._shown is None or width <= 0 or width == getattr(self, "_steady_width", None):
             return
         self._steady_width = width
-        notes = [c.get("text") or "" for c in self._shown[0].info.get("captions") or []]
-        tallest = max((len(textwrap.wrap(t, width)) for t in notes), default=1)
+        shown = "note: " if self.app.no_color else ""        # the text form's prefix, without colour
+        notes = [shown + (c.get("text") or "") for c in self._shown[0].info.get("captions") or []]
+        tallest = max((sum(max(1, len(textwrap.wrap(par, width, break_on_hyphens=False)))
+                           for par in t.splitlines() or [""]) for t in notes), default=1)
         self.styles.min_height = min(max(tallest, 1), 10) + 2           # + the tall border's two rows
 
     def rich(self, text: str | None) -> Text:

@@ -298,7 +298,8 @@ class FigurePanel(TextPanel):
         screen = self.screen
         if getattr(screen, "maximized", None) is not self:
             return 14
-        bars = sum(w.outer_size.height for w in screen.query("#captionbar, Timeline, KeysFooter"))
+        bars = sum(w.outer_size.height for w in screen.query("#captionbar, #slidehead, Timeline, KeysFooter")
+                   if w.display)
         return max(14, min(48, screen.size.height - bars - text_rows - 4))
 
     def draw(self, row: dict | None) -> None:

@@ -403,15 +403,19 @@ class MainScreen(Screen):
             panel.show(self.player.cursor, self.player.index)
 
     def action_maximise(self) -> None:
-        panel = self.maximized if self.maximized is not None else self.focused_panel()
-        if panel is None:
-            return
         if self.maximized is not None:
             self.minimize()
-        else:
+            return
+        panel = self.focused_panel()
+        if panel is not None:
             self.maximize(panel)
-        if isinstance(panel, Panel):     # a content-sized panel gets no resize: a figure's plot follows here
-            self.call_after_refresh(panel.redraw)
+
+    def watch_maximized(self, before, now) -> None:
+        # a content-sized panel gets no resize when maximised or restored (m, esc, the palette):
+        # redraw it in its new room, so a figure's plot follows
+        for w in (before, now):
+            if isinstance(w, Panel):
+                self.call_after_refresh(w.redraw)
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen())

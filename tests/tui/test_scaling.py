@@ -1,0 +1,204 @@
+"""Issue 16, pictures that scale: heatmaps and figure plots fill their panel and grow when
+maximised or given a larger terminal, small matrices print their values, sweeps leave a gap
+after now. Driven as a person would (Pilot)."""
+import re
+
+import numpy as np
+import pytest
+
+from tests.tui.test_app import SC, run, settle
+from tests.tui.test_classroom import panel
+from tui.app import LineageApp
+from tui.panels.base import Panel
+from tui.widgets.heatmap import Heatmap, fit
+from tui.widgets.sweep import GAP, Sweep
+
+
+def test_fit_zooms_prints_and_samples():
+    assert fit(32, 32, 46, 17).zoom == 1                         # 1.06: a few doubled columns would read as data
+    big = fit(32, 32, 150, 40)                                   # 80 pixel rows bind: 2.5 pixels a value
+    assert big.zoom == 2.5 and big.width == 80 and len(big.ys) == 80
+    # 62 columns (a third of 200) and room below: most values two wide, none wider, none lost
+    third = fit(32, 32, 62, 40)
+    widths = np.bincount(third.xs, minlength=32)
+    assert third.width == 62 and set(widths) == {1, 2} and (widths == 2).sum() == 30
+    assert np.array_equal(np.bincount(third.ys, minlength=32), widths)     # square: rows as columns
+    assert fit(32, 32, 62, 40, whole=True).zoom == 1             # a sweep keeps even columns
+    assert fit(16, 16, 46, 17).zoom == pytest.approx(2.125)
+    small = fit(2, 1, 40, 10)
+    assert small.text and small.cw >= 8 and small.cw == 2 * small.ch          # a square-looking cell
+    assert fit(2, 1, 150, 40).ch == 20                           # maximised: as tall as the panel allows
+    assert not fit(8, 8, 40, 10).text                            # 8 columns of 5: no room for values
+    assert fit(8, 4, 50, 20, per=1).ch == 1                      # no colour: one line a row
+    assert fit(32, 200, 76, 40).stride == 3
+    assert fit(32, 40, 76, 10).rstride == 2
+
+
+def test_heatmap_grows_when_maximised():
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            state = panel(app, "state")
+            hm = state.query_one(Heatmap)
+            before = (hm.fit.zoom, app.screen.get_widget_at(0, 0))
+            state.focus()
+            await pilot.press("m")
+            await pilot.pause(0.3)
+            assert hm.fit.zoom > before[0] and hm.size.height >= 32
+            await pilot.press("m")
+            await pilot.pause(0.3)
+            assert hm.fit.zoom == before[0]
+    run(go())
+
+
+def test_figure_plot_grows_when_maximised():
+    """fig4's curve takes the rows a maximised panel has, and gives them back when restored."""
+    def plot_rows(fig) -> int:
+        return sum(1 for ln in str(fig.query_one("#body").shown).splitlines() if "\u2502" in ln[:7])
+
+    async def go():
+        app = LineageApp(str(SC / "fig4_chunk_dial.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            fig = panel(app, "figure")
+            before = plot_rows(fig)
+            fig.focus()
+            await pilot.press("m")
+            await pilot.pause(0.3)
+            assert app.screen.maximized is fig and plot_rows(fig) >= 1.5 * before
+            await pilot.press("m")
+            await pilot.pause(0.3)
+            assert plot_rows(fig) == before
+            await pilot.press("m")
+            await pilot.pause(0.3)
+            await pilot.press("escape")                 # restored another way: the plot follows too
+            await pilot.pause(0.3)
+            assert app.screen.maximized is None and plot_rows(fig) == before
+    run(go())
+
+
+def _drawn(hm: Heatmap) -> tuple[int, int, int]:
+    """The picture's columns and lines as rendered, and the blank columns left of it."""
+    lines = [hm.render_line(y).text for y in range(hm.size.height)]
+    drawn = [ln for ln in lines if ln.strip()]
+    left = min(len(ln) - len(ln.lstrip()) for ln in drawn)
+    return max(len(ln.rstrip()) for ln in drawn) - left, len(drawn), left
+
+
+def test_heatmap_uses_a_larger_terminal_and_is_centred():
+    async def size_at(cols: int, rows: int, maximise: bool = False):
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(cols, rows)) as pilot:
+            await settle(pilot, app, 0)
+            state = panel(app, "state")
+            hm = state.query_one(Heatmap)
+            if maximise:
+                state.focus()
+                await pilot.press("m")
+                await pilot.pause(0.3)
+            w, h, left = _drawn(hm)
+            assert abs(left - (hm.size.width - w) // 2) <= 1          # centred, not left-aligned
+            return w, h
+
+    async def go():
+        at160 = await size_at(160, 50)
+        at200 = await size_at(200, 60)
+        big = await size_at(160, 50, maximise=True)
+        assert at200[0] > at160[0] and at200[1] > at160[1]        # a third of 200 columns is used
+        assert big[0] > at200[0] and big[1] > at200[1]
+        for w, h in (at160, at200, big):                          # square-looking values: 2 columns a line
+            assert abs(w - 2 * h) <= 2
+    run(go())
+
+
+def test_small_matrices_print_their_values():
+    async def go():
+        app = LineageApp(str(SC / "fig3_two_facts.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            app.request(1)
+            await settle(pilot, app, 1)
+            hm = panel(app, "state").query_one(Heatmap)
+            assert hm.fit.text
+            drawn = "".join(hm.render_line(y).text for y in range(hm.size.height))
+            assert "+1.70" in drawn
+            assert "key channel" in panel(app, "state").query_one("#legend").render().plain
+    run(go())
+
+
+def test_sweep_leaves_a_gap_after_now():
+    sw = Sweep()
+    sw.update("k", 5, lambda j: np.full(2, 1.0), width=52)
+    assert sw.blank(5) == list(range(6, 48))                     # not reached yet: blank
+    sw.update("k", 100, lambda j: np.full(2, 1.0), width=52)
+    assert sw.blank(100) == [(100 + d) % 48 for d in range(1, GAP + 1)]
+
+
+def test_decay_map_draws_the_gap_blank():
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            app.request(120)
+            await settle(pilot, app, 120)
+            hm = panel(app, "decay").query_one(Heatmap)
+            now = 120 % hm.data.shape[1]
+            ox, oy = hm._offset()                               # the picture is centred
+            line = hm.render_line(oy).text[ox:]
+            gap = [(now + d) % hm.data.shape[1] for d in range(1, GAP + 1)]
+            assert all(line[c] == " " for c in gap) and line[now] != " "
+    run(go())
+
+
+
+
+def test_small_matrices_without_colour_take_one_line_a_row(monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    async def go():
+        app = LineageApp(str(SC / "fig3_two_facts.yaml"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, app, 0)
+            app.request(1)
+            await settle(pilot, app, 1)
+            hm = panel(app, "state").query_one(Heatmap)
+            lines = [hm.render_line(y).text for y in range(hm.size.height)]
+            at = [y for y, ln in enumerate(lines) if ln.strip()]
+            drawn = [lines[y] for y in at]
+            # without colour a taller cell is only a blank line parting the rows
+            assert hm.fit.text and len(drawn) == hm.data.shape[0] and at[-1] - at[0] + 1 == len(drawn)
+            assert all(len(re.findall(r"[+-]\d\.\d\d", ln)) == hm.data.shape[1] for ln in drawn)
+    run(go())
+
+
+def test_hiding_panels_gives_the_heatmap_their_room():
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            hm = panel(app, "state").query_one(Heatmap)
+            before = hm.size
+            for kind in ("tokens", "decay", "routing", "depth", "cache"):
+                app._toggle(panel(app, kind))
+            await pilot.pause(0.3)
+            assert hm.size.width > before.width and hm.size.height > before.height and hm.fit.zoom >= 2
+    run(go())
+
+
+def test_t_does_not_reflow_the_panels_below(monkeypatch):
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(80, 24)) as pilot:              # natural heights: the grid scrolls
+            await settle(pilot, app, 0)
+            app.request(2)
+            await settle(pilot, app, 2)
+            state = panel(app, "state")
+            below = [p for p in app.query(Panel) if p.region.y > state.region.y]
+            before = (state.outer_size, [p.region for p in below])
+            state.focus()
+            await pilot.press("t", "t")                               # the one-row read-back error
+            await pilot.pause(0.3)
+            assert state.query_one(Heatmap).data.shape[0] == 1
+            assert (state.outer_size, [p.region for p in below]) == before
+    run(go())
