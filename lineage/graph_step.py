@@ -1,9 +1,9 @@
 """A model's one-token step captured in a CUDA graph: one host call per token instead of
 hundreds of small launches (a k3-mini step is about 600 kernels; eager, the host is the limit).
 
-Capture needs the same tensors every step, so MLA and softmax caches become StaticLatentCache
-and StaticKVCache (fixed capacity, written in place) and the recurrent states are copied back into fixed buffers at
-the end of the captured step. Observations come out as the graph's own output tensors:
+Capture needs the same tensors every step, so MLA and softmax caches become static ones
+(mechanisms/static_cache.py: fixed capacity, written in place) and the recurrent states are
+copied back into fixed buffers at the end of the captured step. Observations come out as the graph's own output tensors:
 read (copy) them before the next replay.
 
     stepper = GraphStep(model, state, capacity=4096)     # state: after a prefill
@@ -13,12 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from .mechanisms.attention import StaticKVCache
-from .mechanisms.mla import StaticLatentCache
+from .mechanisms.static_cache import StaticCache
 from .model import LM, ModelState
-
-
-STATIC_CACHES = (StaticLatentCache, StaticKVCache)     # caches that grow by a token a step, in place
 
 
 def to_static(state: ModelState, capacity: int) -> ModelState:
@@ -47,7 +43,7 @@ class GraphStep:
         self.model, self.observe = model, observe
         self._step_fn = torch.compile(self._run, dynamic=False) if compile else self._run
         self.state = to_static(state, capacity)
-        self.caches = [st for st in self.state.layers if isinstance(st, STATIC_CACHES)]
+        self.caches = [st for st in self.state.layers if isinstance(st, StaticCache)]
         self.capacity = capacity
         device = next(model.parameters()).device
         self.token = torch.zeros(1, dtype=torch.long, device=device)
@@ -94,6 +90,6 @@ class GraphStep:
         if self.obs is not None:                    # host-side counts the graph could not update
             self.obs["pos"] = self.state.pos + self.steps - 1
             for layer, st in zip(self.obs["layers"], self.state.layers):
-                if isinstance(st, STATIC_CACHES):
+                if isinstance(st, StaticCache):
                     layer["mixer"]["cache_len"], layer["mixer"]["cache_bytes"] = st.length, st.nbytes
         return self.logits, self.obs

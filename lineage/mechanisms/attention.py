@@ -11,6 +11,7 @@ from torch import Tensor, nn
 
 from ..configs import AttentionConfig
 from .mla import rotate
+from .static_cache import StaticCache
 
 
 @dataclass
@@ -27,37 +28,16 @@ class KVCache:
         return self.k.numel() * self.k.element_size() + self.v.numel() * self.v.element_size()
 
     def to_static(self, capacity: int) -> "StaticKVCache":
-        return StaticKVCache.from_cache(self, capacity)
+        return StaticKVCache.grown_from((self.k, self.v), capacity)
 
 
 @dataclass
-class StaticKVCache:
-    """A KV cache of fixed capacity, written in place: the same tensors every step, so a step
-    can be captured in a CUDA graph (as mla.StaticLatentCache). The unwritten tail is masked."""
+class StaticKVCache(StaticCache):
     k: Tensor       # (B, Hkv, capacity, D)
     v: Tensor       # (B, Hkv, capacity, D)
-    pos: Tensor     # (1,) int64, on the cache's device: tokens written so far
-    length: int     # the same count on the host (a captured graph cannot read `pos` back)
-
-    @property
-    def nbytes(self) -> int:
-        per_token = self.k[:, :, :1].numel() * self.k.element_size() + self.v[:, :, :1].numel() * self.v.element_size()
-        return per_token * self.length
-
-    @classmethod
-    def from_cache(cls, cache: KVCache, capacity: int) -> "StaticKVCache":
-        B, Hkv, L, D = cache.k.shape
-        if L >= capacity:
-            raise ValueError(f"cache holds {L} tokens; capacity {capacity} leaves no room")
-        k, v = cache.k.new_zeros(B, Hkv, capacity, D), cache.v.new_zeros(B, Hkv, capacity, D)
-        k[:, :, :L], v[:, :, :L] = cache.k, cache.v
-        return cls(k, v, torch.tensor([L], device=k.device), L)
-
-    def buffers(self) -> list[Tensor]:
-        return [self.k, self.v, self.pos]
-
-    def copy_from(self, new: "StaticKVCache") -> None:
-        pass                                    # the step wrote this token's k and v in place
+    pos: Tensor
+    length: int
+    FIELDS, SEQ = ("k", "v"), 2
 
 
 class SoftmaxAttention(nn.Module):
@@ -139,12 +119,7 @@ class SoftmaxAttention(nn.Module):
         """Write this token's k and v at `pos` in place and attend over the written prefix; no
         shape depends on how many tokens came before, so the step can be graph-captured."""
         q, k, v = self._qkv(x, cache.pos)
-        cache.k.index_copy_(2, cache.pos, k)
-        cache.v.index_copy_(2, cache.pos, v)
-        visible = (torch.arange(cache.k.shape[2], device=x.device) <= cache.pos)[None]   # (1, capacity)
-        y, probs = self._attend(q, cache, visible)
-        cache.pos.add_(1)
-        cache.length += 1
+        y, probs = self._attend(q, cache, cache.write(k, v))
         if obs is not None:   # attention over the whole buffer; the caller trims to cache_len
             obs.update(kind="softmax", attn=probs[:, :, 0].detach(), cache_len=cache.length, cache_bytes=cache.nbytes)
         return self.c_proj(self._gate(x, y)[:, 0]), cache

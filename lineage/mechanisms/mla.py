@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from ..configs import MLAConfig
+from .static_cache import StaticCache
 
 
 @dataclass
@@ -24,38 +25,16 @@ class LatentCache:
         return self.c.numel() * self.c.element_size() + self.k_pe.numel() * self.k_pe.element_size()
 
     def to_static(self, capacity: int) -> "StaticLatentCache":
-        return StaticLatentCache.from_cache(self, capacity)
+        return StaticLatentCache.grown_from((self.c, self.k_pe), capacity)
 
 
 @dataclass
-class StaticLatentCache:
-    """A latent cache of fixed capacity, written in place: the same tensors every step, so a
-    step can be captured in a CUDA graph. The unwritten tail is masked out of attention."""
+class StaticLatentCache(StaticCache):
     c: Tensor       # (B, capacity, kv_lora_rank)
     k_pe: Tensor    # (B, capacity, qk_rope_head_dim)
-    pos: Tensor     # (1,) int64, on the cache's device: tokens written so far
-    length: int     # the same count on the host (a captured graph cannot read `pos` back)
-
-    @property
-    def nbytes(self) -> int:
-        per_token = self.c[:, :1].numel() * self.c.element_size() + self.k_pe[:, :1].numel() * self.k_pe.element_size()
-        return per_token * self.length
-
-    @classmethod
-    def from_cache(cls, cache: "LatentCache", capacity: int) -> "StaticLatentCache":
-        B, L, _ = cache.c.shape
-        if L >= capacity:
-            raise ValueError(f"cache holds {L} tokens; capacity {capacity} leaves no room")
-        c = cache.c.new_zeros(B, capacity, cache.c.shape[-1])
-        k_pe = cache.k_pe.new_zeros(B, capacity, cache.k_pe.shape[-1])
-        c[:, :L], k_pe[:, :L] = cache.c, cache.k_pe
-        return cls(c, k_pe, torch.tensor([L], device=c.device), L)
-
-    def buffers(self) -> list[Tensor]:
-        return [self.c, self.k_pe, self.pos]
-
-    def copy_from(self, new: "StaticLatentCache") -> None:
-        pass                                    # the step wrote this token's latent in place
+    pos: Tensor
+    length: int
+    FIELDS, SEQ = ("c", "k_pe"), 1
 
 
 def rotate(x: Tensor, pos: Tensor, theta: float) -> Tensor:
@@ -146,12 +125,7 @@ class MLA(nn.Module):
         """Write this token's latent at `pos` in place and attend over the written prefix; no
         shape depends on how many tokens came before, so the step can be graph-captured."""
         q, c, k_pe = self._project(x, cache.pos)
-        cache.c.index_copy_(1, cache.pos, c)
-        cache.k_pe.index_copy_(1, cache.pos, k_pe)
-        visible = (torch.arange(cache.c.shape[1], device=x.device) <= cache.pos)[None]   # (1, capacity)
-        y, probs, gate = self._attend(x, q, cache, visible)
-        cache.pos.add_(1)
-        cache.length += 1
+        y, probs, gate = self._attend(x, q, cache, cache.write(c, k_pe))
         if obs is not None:   # attention over the whole buffer; the caller trims to cache_len
             obs.update(kind="mla", attn=probs[:, :, 0].detach(), cache_len=cache.length, cache_bytes=cache.nbytes)
             if gate is not None:

@@ -19,8 +19,6 @@ tiny-kda-segmented tiny-kda --task segmented --steps 3000 --batch 128 --lr 3e-3
 tiny-deltanet-segmented tiny-deltanet --task segmented --steps 3000 --batch 128 --lr 3e-3
 tiny-linear-segmented tiny-linear --task segmented --steps 3000 --batch 128 --lr 1e-3
 tiny-kda-two-timescales tiny-kda --task two_timescales --steps 3000 --batch 128 --lr 3e-3
-tiny-deltanet-segmented-gone tiny-deltanet --task segmented --gone 12 --steps 3000 --batch 128 --lr 3e-3
-tiny-kda-segmented-gone tiny-kda --task segmented --gone 12 --steps 3000 --batch 128 --lr 3e-3
 k3-mini-text k3-mini --task text --mix 0.25 --pairs 16 --steps 1500 --batch 32 --lr 2e-3 --checkpoint-every 100
 R
 )

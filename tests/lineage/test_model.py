@@ -92,20 +92,21 @@ def _rotary_softmax():
 def test_static_cache_steps_equal_growing_cache(name):
     """The fixed-capacity MLA and KV caches used for CUDA-graph capture give the same logits,
     and the same attention over the written prefix, as the growing caches."""
-    from lineage.graph_step import STATIC_CACHES, to_static
+    from lineage.graph_step import to_static
+    from lineage.mechanisms.static_cache import StaticCache
     torch.manual_seed(0)
     model = LM(_rotary_softmax() if name == "rotary-softmax" else get_preset(name)).double()
     ids = torch.randint(0, 256, (1, 16))
     _, st = model(ids[:, :9])
     static = to_static(st, capacity=32)
-    assert any(isinstance(s, STATIC_CACHES) for s in static.layers)
+    assert any(isinstance(s, StaticCache) for s in static.layers)
     for t in range(9, 16):
         o1, o2 = {}, {}
         a, st = model.step(ids[:, t], st, o1)
         b, static = model.step(ids[:, t], static, o2)
         assert rel(b, a) < 1e-12
         for l1, l2, s2 in zip(o1["layers"], o2["layers"], static.layers):
-            if isinstance(s2, STATIC_CACHES):
+            if isinstance(s2, StaticCache):
                 n = l1["mixer"]["cache_len"]
                 assert l2["mixer"]["cache_len"] == n == t + 1 and l2["mixer"]["cache_bytes"] == l1["mixer"]["cache_bytes"]
                 assert rel(l2["mixer"]["attn"][..., :n], l1["mixer"]["attn"]) < 1e-12

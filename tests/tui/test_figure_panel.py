@@ -8,7 +8,7 @@ import pytest
 from lineage.playback.session import Session
 from lineage.scenario import load
 from tui.app import LineageApp
-from tui.panels.figure import FigurePanel, chunk_plot, text_form
+from tui.panels.figure import FigurePanel, chunk_plot
 from tui.headless import settle as settled
 
 SC = Path(__file__).resolve().parents[2] / "scenarios"
@@ -21,7 +21,7 @@ FIGURES = ["fig1_param_ratio", "fig2_kv_cache", "fig3_dials", "fig4_chunk_dial",
 def test_text_form_lines_fit_their_width(name, width):
     s = Session(load(SC / f"{name}.yaml"))
     for i in range(s.total):
-        lines = text_form(s, i, {"kind": "figure"}, width)
+        lines = FigurePanel.text_form(s, i, {"kind": "figure"}, width)
         assert all(len(line) <= width for line in lines), (i, [l for l in lines if len(l) > width])
 
 
@@ -29,7 +29,7 @@ def test_layer_strip_rows_stay_aligned_and_draw_every_block():
     s = Session(load(SC / "fig7_k3_layer_map.yaml"))
     row = s.frame(0).figure()
     for width in (60, 80, 160):
-        lines = text_form(s, 0, {"kind": "figure"}, width)
+        lines = FigurePanel.text_form(s, 0, {"kind": "figure"}, width)
         layers = "".join(l.split()[-1] for l in lines if l[:12].strip()[:1].isdigit())
         assert layers == "".join("K" if k == "kda" else "M" for k in row["mixers"])
         blocks = "".join(l.split(None, 1)[1] for l in lines if l.lstrip().startswith("attnres"))

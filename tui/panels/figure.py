@@ -42,10 +42,6 @@ def lines(row: dict | None, width: int) -> list[str]:
     return _crop(FORMS[row["kind"]](row, width), width)
 
 
-def text_form(cur, i: int, p: dict, width: int) -> list[str]:
-    return lines(prepare(cur, i, p, width), width)
-
-
 # ------------------------------------------------------------------------------ the forms
 
 def _param_ratio(row, width):
