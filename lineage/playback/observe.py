@@ -320,11 +320,13 @@ def lm_fields(obs: dict, cfg, load: dict, watch: frozenset | None = None) -> tup
 
 def _compact(a) -> np.ndarray:
     """Large float matrices are stored in float16 (3 significant digits is what a heatmap and
-    its cursor readout show) unless their range needs float32."""
-    a = a.detach().float().cpu().numpy()
-    if a.size and np.isfinite(a).all() and np.abs(a).max() < 6e4:
-        return a.astype(np.float16)
-    return a
+    its cursor readout show) unless their range needs float32. The check and the cast run where
+    the tensor lives, so a GPU sends half the bytes and the host casts nothing (numpy's float16
+    cast of one 32 x 128 x 128 state took milliseconds)."""
+    a = a.detach()
+    if a.numel() and float(a.abs().amax()) < 6e4:        # NaN and inf fail this too
+        return a.half().cpu().numpy()
+    return a.float().cpu().numpy()
 
 
 def _f32(a) -> np.ndarray:

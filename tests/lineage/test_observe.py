@@ -39,3 +39,20 @@ def test_panels_read_records_not_keys():
         for bad in (r"\.arrays\b", r"\.meta\b", r"layer_meta|model_meta|last_write", r"\.get\(m\b",
                     r"np\.outer|einsum", r"measured_memory"):
             assert not re.search(bad, src), f"{path.name} reads a frame by key or redoes its arithmetic: {bad}"
+
+
+def test_compact_keeps_float16_only_where_it_holds_the_values():
+    """A state goes to the host in float16 when its range allows, rounded as numpy rounds;
+    a NaN, an inf or a value past float16's range keeps float32 (the panels show them as such)."""
+    import torch
+    from lineage.playback.observe import _compact
+    rng = np.random.default_rng()
+    x = torch.from_numpy(rng.standard_normal((3, 60, 63)) * 100)            # float64, awkward sizes
+    got = _compact(x)
+    assert got.dtype == np.float16 and np.array_equal(got, x.numpy().astype(np.float32).astype(np.float16))
+    assert _compact(x.bfloat16()).dtype == np.float16
+    for bad in (np.nan, np.inf, -np.inf, 7e4):
+        y = x.clone()
+        y[1, 5, 7] = bad
+        got = _compact(y)
+        assert got.dtype == np.float32 and np.array_equal(got, y.float().numpy(), equal_nan=True)
