@@ -85,6 +85,7 @@ class AttentionConfig(MechanismConfig):
     rope_theta: float = 10000.0
     output_gate: bool = False          # sigmoid(g(x)) per channel before the output projection
     norm_eps: float = 1e-6
+    conv_size: int = 0                 # short causal conv over q|k|v, as the recurrent presets (0: none, GPT-2)
 
     @property
     def kv_heads(self) -> int:
@@ -98,7 +99,8 @@ class AttentionConfig(MechanismConfig):
         H, Hkv, D, d = self.n_heads, self.kv_heads, self.dim, self.d_model
         qkv = d * (H + 2 * Hkv) * D + (H + 2 * Hkv) * D * self.bias
         extra = 2 * D * self.qk_norm + (d * H * D + H * D * self.bias) * self.output_gate
-        return qkv + H * D * d + d * self.bias + extra
+        conv = (H + 2 * Hkv) * D * self.conv_size
+        return qkv + H * D * d + d * self.bias + extra + conv
 
     def cache_bytes_per_token(self, dtype_bytes: int = 2) -> int:
         return kv_bytes_per_token(self.kv_heads, self.dim, dtype_bytes)

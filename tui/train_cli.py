@@ -27,7 +27,7 @@ def add_commands(sub) -> None:
     pt.add_argument("--segments", type=int, default=None, help="segments (segmented) or blocks (two_timescales)")
     pt.add_argument("--mix", type=float, default=None, help="text: share of batches that are MQAR")
     pt.add_argument("--key-pool", type=int, default=None, help="two_timescales: local keys come from this many")
-    pt.add_argument("--gone", type=int, default=None, help="segmented: earlier keys also queried (answer '.')")
+    pt.add_argument("--gone", type=int, default=None, help="segmented: keys of the segment before the last also queried (answer '.')")
     pt.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     pt.add_argument("--seed", type=int, default=0)
     pt.add_argument("--fp32", action="store_true", help="keep float32 weights (default: float16)")

@@ -1,7 +1,10 @@
 """GPT-2's causal softmax attention with a KV cache (grouped KV heads optional).
 
 Options for real checkpoints (Qwen3-Next's gated attention): RMSNorm over each head's q and k,
-rotary embedding on the first `rope_dim` channels of a head, and a sigmoid output gate."""
+rotary embedding on the first `rope_dim` channels of a head, and a sigmoid output gate. And the
+short causal conv over q|k|v that the recurrent tiny presets have (`conv_size`): with it a key
+carries the token before it, so one layer can find "the token after this key" (MQAR) without
+first growing a previous-token head."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,6 +14,7 @@ from torch import Tensor, nn
 
 from ..configs import AttentionConfig
 from .mla import rotate
+from .short_conv import ShortConv
 from .static_cache import StaticCache
 
 
@@ -18,6 +22,7 @@ from .static_cache import StaticCache
 class KVCache:
     k: Tensor   # (B, Hkv, T, D)
     v: Tensor   # (B, Hkv, T, D)
+    conv: Tensor | None = None      # (B, conv_size - 1, (H + 2 Hkv) D): last inputs of the short conv
 
     @property
     def length(self) -> int:
@@ -28,7 +33,9 @@ class KVCache:
         return self.k.numel() * self.k.element_size() + self.v.numel() * self.v.element_size()
 
     def to_static(self, capacity: int) -> "StaticKVCache":
-        return StaticKVCache.grown_from((self.k, self.v), capacity)
+        st = StaticKVCache.grown_from((self.k, self.v), capacity)
+        st.conv = None if self.conv is None else self.conv.clone()
+        return st
 
 
 @dataclass
@@ -37,7 +44,15 @@ class StaticKVCache(StaticCache):
     v: Tensor       # (B, Hkv, capacity, D)
     pos: Tensor
     length: int
+    conv: Tensor | None = None      # as KVCache's, updated in place
     FIELDS, SEQ = ("k", "v"), 2
+
+    def buffers(self) -> list[Tensor]:
+        return super().buffers() + ([self.conv] if self.conv is not None else [])
+
+    def copy_from(self, new: "StaticKVCache") -> None:
+        if self.conv is not None and new.conv is not self.conv:
+            self.conv.copy_(new.conv)
 
 
 class SoftmaxAttention(nn.Module):
@@ -53,14 +68,19 @@ class SoftmaxAttention(nn.Module):
             self.q_norm = nn.RMSNorm(D, eps=cfg.norm_eps)
             self.k_norm = nn.RMSNorm(D, eps=cfg.norm_eps)
         self.g_proj = nn.Linear(cfg.d_model, H * D, bias=cfg.bias) if cfg.output_gate else None
+        self.conv = ShortConv((H + 2 * Hkv) * D, cfg.conv_size) if cfg.conv_size > 0 else None
 
-    def _qkv(self, x: Tensor, start: int | Tensor = 0) -> tuple[Tensor, Tensor, Tensor]:
-        """x (B, T, d) at positions start .. start + T - 1 -> q, k, v, heads first. `start` may
-        be a (1,) device tensor (a static cache's count), which a captured graph reads each replay."""
+    def _qkv(self, x: Tensor, start: int | Tensor = 0, conv: Tensor | None = None):
+        """x (B, T, d) at positions start .. start + T - 1 -> q, k, v, heads first, and the short
+        conv's new cache (None without one). `start` may be a (1,) device tensor (a static
+        cache's count), which a captured graph reads each replay."""
         B, T, _ = x.shape
         cfg = self.cfg
         H, Hkv, D = cfg.n_heads, cfg.kv_heads, cfg.dim
-        q, k, v = self.c_attn(x).split([H * D, Hkv * D, Hkv * D], dim=-1)
+        qkv = self.c_attn(x)                                   # (B, T, (H + 2 Hkv) D)
+        if self.conv is not None:
+            qkv, conv = self.conv(qkv, conv)
+        q, k, v = qkv.split([H * D, Hkv * D, Hkv * D], dim=-1)
         q = q.view(B, T, H, D).transpose(1, 2)                 # (B, H, T, D)
         k = k.view(B, T, Hkv, D).transpose(1, 2)               # (B, Hkv, T, D)
         if cfg.qk_norm:
@@ -70,7 +90,7 @@ class SoftmaxAttention(nn.Module):
             R = cfg.rope_dim
             q = torch.cat([rotate(q[..., :R], pos, cfg.rope_theta), q[..., R:]], dim=-1)
             k = torch.cat([rotate(k[..., :R], pos, cfg.rope_theta), k[..., R:]], dim=-1)
-        return q, k, v.view(B, T, Hkv, D).transpose(1, 2)     # v: (B, Hkv, T, D)
+        return q, k, v.view(B, T, Hkv, D).transpose(1, 2), conv     # v: (B, Hkv, T, D)
 
     def _attend(self, q: Tensor, cache: KVCache | StaticKVCache, visible: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """q (B, H, T, D) are the last T positions of the cache (or, with `visible` (T, L), of
@@ -89,10 +109,10 @@ class SoftmaxAttention(nn.Module):
         return y, probs
 
     def _append(self, x: Tensor, state: KVCache | None) -> tuple[Tensor, KVCache]:
-        q, k, v = self._qkv(x, 0 if state is None else state.length)
+        q, k, v, conv = self._qkv(x, 0 if state is None else state.length, None if state is None else state.conv)
         if state is not None:
             k, v = torch.cat([state.k, k], dim=2), torch.cat([state.v, v], dim=2)
-        return q, KVCache(k, v)
+        return q, KVCache(k, v, conv)
 
     def forward(self, x: Tensor, state: KVCache | None = None) -> tuple[Tensor, KVCache]:
         # x: (B, T, d_model)
@@ -118,8 +138,10 @@ class SoftmaxAttention(nn.Module):
     def _static_step(self, x: Tensor, cache: StaticKVCache, obs: dict | None) -> tuple[Tensor, StaticKVCache]:
         """Write this token's k and v at `pos` in place and attend over the written prefix; no
         shape depends on how many tokens came before, so the step can be graph-captured."""
-        q, k, v = self._qkv(x, cache.pos)
+        q, k, v, conv = self._qkv(x, cache.pos, cache.conv)
         y, probs = self._attend(q, cache, cache.write(k, v))
+        if conv is not None:
+            cache.conv.copy_(conv)
         if obs is not None:   # attention over the whole buffer; the caller trims to cache_len
             obs.update(kind="softmax", attn=probs[:, :, 0].detach(), cache_len=cache.length, cache_bytes=cache.nbytes)
         return self.c_proj(self._gate(x, y)[:, 0]), cache

@@ -8,8 +8,8 @@ a key. numpy only, so scenarios can draw the same sequences without torch.
 - mqar: N pairs with distinct keys and distinct values, then the N keys again in a new order.
 - segmented: segments of fresh pairs, closed by a separator, then the keys of the last segment
   are queried. The fresh keys of all segments together exceed what one head's K = 32 state
-  holds. With `gone` > 0, that many keys of earlier segments are queried too, and their answer
-  is '.': a memory that cannot forget at the separator still recalls the old values.
+  holds. With `gone` > 0, that many keys of the segment before the last are queried too, and
+  their answer is '.': a memory that cannot forget at the separator still recalls their values.
 - two_timescales: a document fact ('#' then its value) at the start, read back at the very end,
   with blocks of local pairs (keys reused from block to block with new values) in between:
   local memory must clear at each separator while the fact must survive all of them.
@@ -100,10 +100,12 @@ def segmented(rng: np.random.Generator, B: int, pairs: int, segments: int, gone:
     parts = []
     for s in range(segments):
         parts += [_pairs(keys[:, s], vals[:, s])] + ([sep] if s < segments - 1 else [])
-    if gone and (segments < 2 or gone > (segments - 1) * pairs):
-        raise ValueError(f"segmented: {gone} gone keys need that many in {segments - 1} earlier segments")
-    old = _distinct(rng, B, max(1, (segments - 1) * pairs), gone)            # (B, G): keys of earlier segments
-    q_keys = np.concatenate([keys[:, -1], np.take_along_axis(keys[:, :-1].reshape(B, -1), old, 1)], 1)  # (B, P+G)
+    if gone and (segments < 2 or gone > pairs):
+        raise ValueError(f"segmented: {gone} gone keys need that many pairs in the segment before the last, which has {pairs}")
+    # gone keys come from the segment just before the last: the freshest pairs behind a separator,
+    # which a memory that only overwrites still holds intact (older ones it has mostly overwritten)
+    old = _distinct(rng, B, pairs, gone)                                     # (B, G)
+    q_keys = np.concatenate([keys[:, -1], np.take_along_axis(keys[:, -2], old, 1)], 1)  # (B, P+G)
     q_vals = np.concatenate([vals[:, -1], np.full((B, gone), GONE)], 1)
     order = _distinct(rng, B, pairs + gone, pairs + gone)
     parts += [np.full((B, 1), QUERY), _pairs(np.take_along_axis(q_keys, order, 1), np.take_along_axis(q_vals, order, 1))]

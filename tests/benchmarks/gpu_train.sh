@@ -3,13 +3,14 @@
 # several processes share the card well). Usage: gpu_train.sh OUTDIR [LIMIT_S] [TRAIN_S] [NAME_REGEX]
 # TRAIN_S: each run stops after this many seconds; its sidecar's command then says --stop-after.
 # Each line of ROSTER is: NAME PRESET ARGS...; the sidecar of each keeps its exact command.
+# tiny-softmax-mqar as shipped was trained on the CPU (its sidecar says --device cpu).
 # The device gives back at most 8 files: the weights and sidecars come back as OUTDIR/w.tar.
 set -u
 out=${1:?outdir}; limit=${2:-420}; train_s=${3:-300}; only=${4:-.}
 mkdir -p "$out/w" "$out/log"
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
 ROSTER=$(cat <<'R'
-tiny-softmax-mqar tiny-softmax --task mqar --pairs 64 --pairs-min 4 --steps 4000 --batch 128 --lr 1e-3
+tiny-softmax-mqar tiny-softmax --task mqar --pairs 64 --pairs-min 4 --steps 800 --batch 64 --lr 3e-3
 tiny-linear-mqar tiny-linear --task mqar --pairs 64 --pairs-min 4 --steps 4000 --batch 128 --lr 1e-3
 tiny-deltanet-mqar tiny-deltanet --task mqar --pairs 64 --pairs-min 4 --steps 4000 --batch 128 --lr 3e-3
 tiny-gated-deltanet-mqar tiny-gated-deltanet --task mqar --pairs 64 --pairs-min 4 --steps 4000 --batch 128 --lr 3e-3 --seed 2

@@ -84,18 +84,27 @@ def _rotary_softmax():
     """Softmax attention as Qwen3-Next has it (rotary, grouped KV heads, gated), no learned positions."""
     import dataclasses
     cfg = get_preset("tiny-softmax")
-    att = dataclasses.replace(cfg.attention, n_kv_heads=2, rope_dim=8, output_gate=True, qk_norm=True)
+    att = dataclasses.replace(cfg.attention, n_kv_heads=2, rope_dim=8, output_gate=True, qk_norm=True,
+                              conv_size=0)
     return dataclasses.replace(cfg, attention=att, n_positions=0)
 
 
-@pytest.mark.parametrize("name", ["k3-mini", "tiny-hybrid", "rotary-softmax"])
+def _rotary_conv_softmax():
+    """The same with the tiny presets' short conv over q|k|v (its cache is updated in place)."""
+    import dataclasses
+    cfg = _rotary_softmax()
+    return dataclasses.replace(cfg, attention=dataclasses.replace(cfg.attention, conv_size=4))
+
+
+@pytest.mark.parametrize("name", ["k3-mini", "tiny-hybrid", "rotary-softmax", "rotary-conv-softmax"])
 def test_static_cache_steps_equal_growing_cache(name):
     """The fixed-capacity MLA and KV caches used for CUDA-graph capture give the same logits,
     and the same attention over the written prefix, as the growing caches."""
     from lineage.graph_step import to_static
     from lineage.mechanisms.static_cache import StaticCache
     torch.manual_seed(0)
-    model = LM(_rotary_softmax() if name == "rotary-softmax" else get_preset(name)).double()
+    made = {"rotary-softmax": _rotary_softmax, "rotary-conv-softmax": _rotary_conv_softmax}
+    model = LM(made[name]() if name in made else get_preset(name)).double()
     ids = torch.randint(0, 256, (1, 16))
     _, st = model(ids[:, :9])
     static = to_static(st, capacity=32)

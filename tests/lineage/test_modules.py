@@ -26,6 +26,7 @@ def rel(a, b):
 MODULES = {
     "softmax": lambda: SoftmaxAttention(AttentionConfig(d_model=D, n_heads=6)),
     "softmax-gqa": lambda: SoftmaxAttention(AttentionConfig(d_model=D, n_heads=6, n_kv_heads=2, bias=False)),
+    "softmax-conv": lambda: SoftmaxAttention(AttentionConfig(d_model=D, n_heads=6, n_kv_heads=3, conv_size=4)),
     "linear": lambda: LinearAttention(LinearAttentionConfig(d_model=D, n_heads=3, head_dim=20)),
     "deltanet": lambda: DeltaNet(DeltaNetConfig(d_model=D, n_heads=3, head_dim=20, chunk_size=16)),
     "deltanet-noconv": lambda: DeltaNet(DeltaNetConfig(d_model=D, n_heads=3, head_dim=20, conv_size=0)),
@@ -105,19 +106,25 @@ def test_forward_continues_from_state(name):
     assert rel(torch.cat([y1, y2], 1), y) < TOL and states_equal(s2, s)
 
 
-def test_softmax_attention_matches_sdpa():
+@pytest.mark.parametrize("conv", [0, 4])
+def test_softmax_attention_matches_sdpa(conv):
+    """Against torch's attention, with q, k, v made independently (conv1d for the short conv)."""
     torch.manual_seed(2)
     for kv in (6, 3, 1):
-        mod = SoftmaxAttention(AttentionConfig(d_model=D, n_heads=6, n_kv_heads=kv)).double()
+        mod = SoftmaxAttention(AttentionConfig(d_model=D, n_heads=6, n_kv_heads=kv, conv_size=conv)).double()
         x = torch.randn(2, 63, D, dtype=torch.float64)
-        q, k, v = mod._qkv(x)
+        qkv = mod.c_attn(x)                                                  # (B, T, C)
+        if conv:
+            w = mod.conv.weight                                              # (C, 1, conv)
+            qkv = F.conv1d(F.pad(qkv.transpose(1, 2), (conv - 1, 0)), w, groups=w.shape[0]).transpose(1, 2)
+        q, k, v = (t.reshape(2, 63, -1, 10).transpose(1, 2) for t in qkv.split([60, 10 * kv, 10 * kv], -1))
         rep = 6 // kv
         ref = F.scaled_dot_product_attention(q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1),
                                              is_causal=True)
         expect = mod.c_proj(ref.transpose(1, 2).reshape(2, 63, -1))
         y, cache = mod(x)
         assert rel(y, expect) < TOL
-        assert isinstance(cache, KVCache) and cache.length == 63
+        assert isinstance(cache, KVCache) and cache.length == 63 and (cache.conv is None) == (conv == 0)
         assert cache.nbytes == 2 * 2 * kv * 10 * 63 * 8        # K and V, B=2, kv heads x 10 dims, float64
 
 

@@ -61,19 +61,20 @@ def test_linear_attention_stays_at_most_30_percent():
     assert max(res["accuracy_by_pairs"].values()) <= 0.30
 
 
-def test_undertrained_softmax_reproduces_its_sidecar_and_recalls_by_elimination():
-    """tiny-softmax never formed an induction head (BENCHMARKS.md): it learned the shortcut the
-    task leaves open. Values are distinct, so the last query's value is the one not yet shown
-    in the query half: right every time, while the first query is near chance."""
-    res, side = _run("tiny-softmax-mqar", 48, [16])
-    assert abs(res["accuracy_by_pairs"]["16"] - side["accuracy_by_pairs"]["16"]) <= 0.08
+def test_softmax_recalls_at_every_query_position():
+    """tiny-softmax recalls, not guesses by elimination (what it learned without its short conv,
+    BENCHMARKS.md): values are distinct, so a model that eliminates is right on the last query
+    and near chance on the first; this one must be right on both."""
+    res, side = _run("tiny-softmax-mqar", 48, [16, 64])
+    assert res["accuracy_by_pairs"]["16"] >= 0.95 and res["accuracy_by_pairs"]["64"] >= 0.9
+    assert abs(res["accuracy_by_pairs"]["16"] - side["accuracy_by_pairs"]["16"]) <= 0.04
     from lineage.training.tasks import mqar
     model, _ = checkpoint.load(W / "tiny-softmax-mqar.safetensors")
     b = mqar(np.random.default_rng(SEED), 64, 8)
     with torch.no_grad():
         pred = model.float()(torch.from_numpy(b.ids))[0].argmax(-1).numpy()
     right = (pred == b.targets)[:, b.mask[0]]                       # (64, 8): per query, in order
-    assert right[:, -1].mean() >= 0.95 and right[:, 0].mean() <= 0.4
+    assert right[:, 0].mean() >= 0.95 and right[:, -1].mean() >= 0.95
 
 
 def test_kda_segmented_clears_at_separators_and_needs_it():
@@ -133,9 +134,11 @@ def test_arena_orders_the_lineage(capsys):
     assert list(rows) == ["tiny-softmax", "tiny-linear", "tiny-deltanet", "tiny-gated-deltanet", "tiny-kda"]
     for n in ("8", "16", "32"):
         at = {p: acc[n] for p, acc in rows.items()}
-        assert min(at, key=at.get) == "tiny-linear"
-        assert min(at["tiny-deltanet"], at["tiny-gated-deltanet"], at["tiny-kda"]) > at["tiny-softmax"]
-    assert rows["tiny-kda"]["64"] > rows["tiny-linear"]["64"]
+        assert min(at, key=at.get) == "tiny-linear"                     # the DeltaNet paper's gap ...
+        assert min(at["tiny-deltanet"], at["tiny-gated-deltanet"], at["tiny-kda"]) > 0.9   # ... closed
+        assert at["tiny-softmax"] >= max(at.values())                   # Zoology: attention solves MQAR
+    at = {p: acc["64"] for p, acc in rows.items()}
+    assert at["tiny-softmax"] > max(at["tiny-deltanet"], at["tiny-gated-deltanet"], at["tiny-kda"]) > at["tiny-linear"]
 
 
 # ----------------------------------------------------------------- captions against frames
