@@ -105,6 +105,10 @@ class AttentionConfig(MechanismConfig):
     def cache_bytes_per_token(self, dtype_bytes: int = 2) -> int:
         return kv_bytes_per_token(self.kv_heads, self.dim, dtype_bytes)
 
+    def state_bytes(self, dtype_bytes: int = 4, cache_dtype_bytes: int = 2) -> int:
+        """No state matrix; with a short conv, its last conv_size - 1 inputs of q|k|v."""
+        return (self.n_heads + 2 * self.kv_heads) * self.dim * max(self.conv_size - 1, 0) * cache_dtype_bytes
+
 
 @dataclass
 class LinearAttentionConfig(MechanismConfig):

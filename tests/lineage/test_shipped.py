@@ -192,15 +192,20 @@ def test_two_timescales_captions():
 
 
 def test_lineage_compare_captions():
+    from tui.panels.common import fmt_bytes
     s = _session("lineage_compare")
     sc, ids = s.sc, s.sc.input.ids
-    got = [_recalled(s, m, ids, range(32, 64, 2)) for m in range(4)]
-    assert f"linear attention recalls {got[0]}, DeltaNet {got[1]}, Gated DeltaNet {got[2]}, KDA {got[3]}" \
-        in _caption(sc, 32)
-    lin = np.linalg.norm(s.frame(31).state(0, 0).quantity(0, "S"))
-    delta = np.linalg.norm(s.frame(31).state(1, 0).quantity(0, "S"))
-    kda = s.frame(31).decay(3, 0).alpha
+    got = [_recalled(s, m, ids, range(32, 64, 2)) for m in range(5)]
+    assert f"softmax attention recalls {got[0]}, linear attention {got[1]}, DeltaNet {got[2]}, " \
+           f"Gated DeltaNet {got[3]}, KDA {got[4]}" in _caption(sc, 32)
+    soft, lin_mem = s.frame(31).cache(0, s.model_config(0)), s.frame(31).cache(1, s.model_config(1))
+    per_tok = s.frame(63).cache(0, s.model_config(0)).per_tok
+    lin = np.linalg.norm(s.frame(31).state(1, 0).quantity(0, "S"))
+    delta = np.linalg.norm(s.frame(31).state(2, 0).quantity(0, "S"))
+    kda = s.frame(31).decay(4, 0).alpha
     text = _caption(sc, 31)
+    assert f"has cached {soft.tokens} tokens, {fmt_bytes(soft.kv)}" in text and soft.kv > lin_mem.state
+    assert f"whole state ({fmt_bytes(lin_mem.state)})" in text and f"grows by {fmt_bytes(per_tok)} a token" in _caption(sc, 32)
     assert f"norm is {lin:.0f} in head 0" in text and f"instead: {delta:.2f}" in text
     assert f"KDA holds {(kda > 0.95).sum()} of its {kda.size}" in text
 

@@ -44,8 +44,9 @@ def lines(view: CachePanelView, width: int) -> list[str]:
             continue
         cache_b, n_tok, state_b = b.cache, b.tokens, b.state
         per_tok = cache_b / n_tok if n_tok else 0.0
+        fixed = "recurrent state" if state_b > b.conv else "short-conv inputs"    # attention's conv: no S
         out.append(f"  {name}: {n_tok} tokens cached, cache {fmt_bytes(cache_b)} "
-                   f"({per_tok:,.0f} B/token), recurrent state {fmt_bytes(state_b)} (constant; {b.dtypes})")
+                   f"({per_tok:,.0f} B/token), {fixed} {fmt_bytes(state_b)} (constant; {b.dtypes})")
         if per_tok:
             cross = state_b / per_tok
             out.append(f"  at {ctx:,} tokens: cache {fmt_bytes(per_tok * ctx)} vs state {fmt_bytes(state_b)}; "
