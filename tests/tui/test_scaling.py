@@ -202,3 +202,16 @@ def test_t_does_not_reflow_the_panels_below(monkeypatch):
             assert state.query_one(Heatmap).data.shape[0] == 1
             assert (state.outer_size, [p.region for p in below]) == before
     run(go())
+
+
+def test_rows_that_fit_share_the_screen_from_the_first_frame():
+    """lineage_compare's seven panels make three rows; at 160 x 50 they fit once the caption bar
+    has its height, which it has only after the first layout: the grid must not open scrolling."""
+    async def go():
+        app = LineageApp(str(SC / "lineage_compare.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            grid = app.screen.query_one("#panels")
+            assert grid.has_class("-fill")
+            assert grid.virtual_size.height <= grid.size.height        # nothing below the fold
+    run(go())

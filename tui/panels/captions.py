@@ -6,6 +6,7 @@ import textwrap
 
 from rich.style import Style
 from rich.text import Text
+from textual.message import Message
 
 from .base import TextPanel
 
@@ -21,6 +22,9 @@ def lines(text: str | None, width: int) -> list[str]:
 
 class CaptionsPanel(TextPanel):
     kind = "captions"
+
+    class HeightSet(Message):
+        """The bar took its steady height: the screen refits its rows to the room left."""
     prepare = staticmethod(prepare)
     lines = staticmethod(lines)
     # the colour is the theme's (CSS), not a fixed yellow: legible on light themes too
@@ -46,6 +50,7 @@ class CaptionsPanel(TextPanel):
         tallest = max((sum(max(1, len(textwrap.wrap(par, width, break_on_hyphens=False)))
                            for par in t.splitlines() or [""]) for t in notes), default=1)
         self.styles.min_height = min(max(tallest, 1), 10) + 2           # + the tall border's two rows
+        self.post_message(self.HeightSet())
 
     def rich(self, text: str | None) -> Text:
         if self.has_class("-quiet") != (not text):     # a class change restyles: only when it changes

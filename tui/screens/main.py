@@ -108,6 +108,11 @@ class MainScreen(Screen):
     def on_resize(self, event) -> None:
         self._fit_layout(event.size)
 
+    def on_captions_panel_height_set(self, event) -> None:
+        # the bar's height is known only once its first caption is drawn; until then the rows
+        # were fitted to a guess, and rows that fit might have been left scrolling
+        self.call_after_refresh(self._fit_layout)
+
     def _fit_layout(self, size=None) -> None:
         """Columns by width; below the minimum a notice says what size is needed."""
         w, h = size or self.app.size
