@@ -123,9 +123,15 @@ def measured_memory(layers: list[dict], cfg, dtype_bytes: int | None = None) -> 
     n_mla = mixers.count("mla")
     elem = (latent / n_tok / n_mla / (mla.kv_lora_rank + mla.qk_rope_head_dim)) if (n_tok and n_mla) else 4
     kv_equiv = n_mla * mla.n_heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim) * elem if mla else 0
-    if dtype_bytes is None:                 # the element size S was measured in
-        elements = model_memory(cfg, 0, 1, 1)["matrix_bytes"]
-        dtype_bytes = round(measured_S / elements) if measured_S and elements else round(elem)
+    if dtype_bytes is None:                 # the element size S was measured in, else the caches
+        ones = model_memory(cfg, 0, 1, 1)
+        elements, per_tok = ones["matrix_bytes"], ones["bytes_per_token"]
+        if measured_S and elements:
+            dtype_bytes = round(measured_S / elements)
+        elif n_tok and per_tok and latent + kv:     # attention only (its short conv counted in this size)
+            dtype_bytes = round((latent + kv) / n_tok / per_tok)
+        else:
+            dtype_bytes = round(elem)
     account = model_memory(cfg, n_tok, int(dtype_bytes), int(dtype_bytes))
     conv, dtypes = account["conv_bytes"], account["dtypes"]
     return {"tokens": n_tok, "latent": latent, "kv": kv, "state": measured_S + conv, "conv": conv,

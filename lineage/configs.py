@@ -85,7 +85,9 @@ class AttentionConfig(MechanismConfig):
     rope_theta: float = 10000.0
     output_gate: bool = False          # sigmoid(g(x)) per channel before the output projection
     norm_eps: float = 1e-6
-    conv_size: int = 0                 # short causal conv over q|k|v, as the recurrent presets (0: none, GPT-2)
+    # short causal conv over q|k|v, as the delta-rule presets have; None (not 0) is "none", so a
+    # trace of a model without one carries no field that an older lineage would refuse
+    conv_size: int | None = None
 
     @property
     def kv_heads(self) -> int:
@@ -99,7 +101,7 @@ class AttentionConfig(MechanismConfig):
         H, Hkv, D, d = self.n_heads, self.kv_heads, self.dim, self.d_model
         qkv = d * (H + 2 * Hkv) * D + (H + 2 * Hkv) * D * self.bias
         extra = 2 * D * self.qk_norm + (d * H * D + H * D * self.bias) * self.output_gate
-        conv = (H + 2 * Hkv) * D * self.conv_size
+        conv = (H + 2 * Hkv) * D * (self.conv_size or 0)
         return qkv + H * D * d + d * self.bias + extra + conv
 
     def cache_bytes_per_token(self, dtype_bytes: int = 2) -> int:
@@ -107,7 +109,7 @@ class AttentionConfig(MechanismConfig):
 
     def state_bytes(self, dtype_bytes: int = 4, cache_dtype_bytes: int = 2) -> int:
         """No state matrix; with a short conv, its last conv_size - 1 inputs of q|k|v."""
-        return (self.n_heads + 2 * self.kv_heads) * self.dim * max(self.conv_size - 1, 0) * cache_dtype_bytes
+        return (self.n_heads + 2 * self.kv_heads) * self.dim * max((self.conv_size or 0) - 1, 0) * cache_dtype_bytes
 
 
 @dataclass

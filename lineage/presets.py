@@ -39,8 +39,8 @@ def _tiny(name: str, mixer: str, notes: str, **kw) -> ModelConfig:
 
 
 def tiny_softmax() -> ModelConfig:
-    # the short conv over q|k|v that the recurrent tiny presets have: the arena then compares
-    # memories, not input features (without it, 2 layers of attention sat on the MQAR plateau)
+    # the short conv over q|k|v that the delta-rule tiny presets have: the arena then compares
+    # their memories with attention's, not input features (without it, 2 layers of attention sat on the MQAR plateau)
     return _tiny("tiny-softmax", "softmax", "GPT-2 in miniature: softmax attention, a KV cache that grows per token.",
                  attention=AttentionConfig(d_model=64, n_heads=4, bias=True, conv_size=4),
                  dense=DenseFFNConfig(d_model=64, d_ff=256, act="gelu", bias=True),

@@ -2,7 +2,7 @@
 
 Options for real checkpoints (Qwen3-Next's gated attention): RMSNorm over each head's q and k,
 rotary embedding on the first `rope_dim` channels of a head, and a sigmoid output gate. And the
-short causal conv over q|k|v that the recurrent tiny presets have (`conv_size`): with it a key
+short causal conv over q|k|v that the delta-rule tiny presets have (`conv_size`): with it a key
 carries the token before it, so one layer can find "the token after this key" (MQAR) without
 first growing a previous-token head."""
 from __future__ import annotations
@@ -50,9 +50,7 @@ class StaticKVCache(StaticCache):
     def buffers(self) -> list[Tensor]:
         return super().buffers() + ([self.conv] if self.conv is not None else [])
 
-    def copy_from(self, new: "StaticKVCache") -> None:
-        if self.conv is not None and new.conv is not self.conv:
-            self.conv.copy_(new.conv)
+    # copy_from (StaticCache's) has nothing to do: the static step writes k, v and conv in place
 
 
 class SoftmaxAttention(nn.Module):
@@ -68,9 +66,10 @@ class SoftmaxAttention(nn.Module):
             self.q_norm = nn.RMSNorm(D, eps=cfg.norm_eps)
             self.k_norm = nn.RMSNorm(D, eps=cfg.norm_eps)
         self.g_proj = nn.Linear(cfg.d_model, H * D, bias=cfg.bias) if cfg.output_gate else None
-        self.conv = ShortConv((H + 2 * Hkv) * D, cfg.conv_size) if cfg.conv_size > 0 else None
+        self.conv = ShortConv((H + 2 * Hkv) * D, cfg.conv_size) if cfg.conv_size else None
 
-    def _qkv(self, x: Tensor, start: int | Tensor = 0, conv: Tensor | None = None):
+    def _qkv(self, x: Tensor, start: int | Tensor = 0,
+             conv: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
         """x (B, T, d) at positions start .. start + T - 1 -> q, k, v, heads first, and the short
         conv's new cache (None without one). `start` may be a (1,) device tensor (a static
         cache's count), which a captured graph reads each replay."""

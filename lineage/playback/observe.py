@@ -324,9 +324,10 @@ def _compact(a) -> np.ndarray:
     the tensor lives, so a GPU sends half the bytes and the host casts nothing (numpy's float16
     cast of one 32 x 128 x 128 state took milliseconds)."""
     a = a.detach()
-    if a.numel() and float(a.abs().amax()) < 6e4:        # NaN and inf fail this too
-        return a.half().cpu().numpy()
-    return a.float().cpu().numpy()
+    out = a.half() if a.numel() and float(a.abs().amax()) < 6e4 else a.float()   # NaN and inf fail the test
+    out = out.cpu().numpy()
+    # on the CPU a cast to the tensor's own dtype is the tensor: copy, so a frame never shares a live state's memory
+    return out.copy() if a.device.type == "cpu" else out
 
 
 def _f32(a) -> np.ndarray:

@@ -48,7 +48,7 @@ class TaskSpec:
     key_pool: int = 16          # two_timescales: local keys are drawn from this many
     length: int = 256           # text: window length
     mix: float = 0.0            # text: the share of each batch that is mqar at `pairs` (0: text only)
-    gone: int = 0               # segmented: keys of earlier segments also queried (answer '.')
+    gone: int = 0               # segmented: keys of the segment before the last also queried (answer '.')
 
     def params(self) -> dict:
         keep = {"mqar": ("pairs", "pairs_min"), "segmented": ("pairs", "segments", "gone"),
@@ -103,9 +103,13 @@ def segmented(rng: np.random.Generator, B: int, pairs: int, segments: int, gone:
     if gone and (segments < 2 or gone > pairs):
         raise ValueError(f"segmented: {gone} gone keys need that many pairs in the segment before the last, which has {pairs}")
     # gone keys come from the segment just before the last: the freshest pairs behind a separator,
-    # which a memory that only overwrites still holds intact (older ones it has mostly overwritten)
-    old = _distinct(rng, B, pairs, gone)                                     # (B, G)
-    q_keys = np.concatenate([keys[:, -1], np.take_along_axis(keys[:, -2], old, 1)], 1)  # (B, P+G)
+    # which a memory that only overwrites still holds intact (older ones it has mostly overwritten).
+    # The draw keeps the size it had when they came from any earlier segment, so sequences
+    # without gone keys stay those the shipped checkpoints and scenarios were made from.
+    r = rng.random((B, max(1, (segments - 1) * pairs)))
+    old = np.argsort(r[:, :pairs], axis=1)[:, :gone]                         # (B, G)
+    before = keys[:, -2] if segments > 1 else keys[:, :0, 0]                  # (B, P) or (B, 0)
+    q_keys = np.concatenate([keys[:, -1], np.take_along_axis(before, old, 1)], 1)  # (B, P+G)
     q_vals = np.concatenate([vals[:, -1], np.full((B, gone), GONE)], 1)
     order = _distinct(rng, B, pairs + gone, pairs + gone)
     parts += [np.full((B, 1), QUERY), _pairs(np.take_along_axis(q_keys, order, 1), np.take_along_axis(q_vals, order, 1))]

@@ -85,12 +85,12 @@ def _rotary_softmax():
     import dataclasses
     cfg = get_preset("tiny-softmax")
     att = dataclasses.replace(cfg.attention, n_kv_heads=2, rope_dim=8, output_gate=True, qk_norm=True,
-                              conv_size=0)
+                              conv_size=None)
     return dataclasses.replace(cfg, attention=att, n_positions=0)
 
 
 def _rotary_conv_softmax():
-    """The same with the tiny presets' short conv over q|k|v (its cache is updated in place)."""
+    """The same with the delta-rule tiny presets' short conv over q|k|v (its cache is updated in place)."""
     import dataclasses
     cfg = _rotary_softmax()
     return dataclasses.replace(cfg, attention=dataclasses.replace(cfg.attention, conv_size=4))

@@ -27,8 +27,8 @@ def test_language_model_frames_keep_the_write():
     """A linear-attention layer adds k^T v: the frame's dS is that write (stored in float16)."""
     s = Session(load(ROOT / "scenarios/lineage_compare.yaml"), device="cpu")
     f = s.frame(3)
-    st = f.state(0, 0)
-    assert st.mixer == "linear" and st.dS.dtype == np.float16
+    st = f.state(1, 0)                                  # model 0 is softmax attention: no state
+    assert f.state(0, 0) is None and st.mixer == "linear" and st.dS.dtype == np.float16
     want = st.k[:, :, None].astype(np.float64) * st.v[:, None, :]            # (H, K, V)
     assert np.abs(st.dS - want).max() <= 1e-3 * np.abs(want).max()
 
@@ -46,13 +46,27 @@ def test_compact_keeps_float16_only_where_it_holds_the_values():
     a NaN, an inf or a value past float16's range keeps float32 (the panels show them as such)."""
     import torch
     from lineage.playback.observe import _compact
-    rng = np.random.default_rng()
+    rng = np.random.default_rng(7)
     x = torch.from_numpy(rng.standard_normal((3, 60, 63)) * 100)            # float64, awkward sizes
     got = _compact(x)
     assert got.dtype == np.float16 and np.array_equal(got, x.numpy().astype(np.float32).astype(np.float16))
     assert _compact(x.bfloat16()).dtype == np.float16
+    x16 = x.half()
+    assert not np.shares_memory(_compact(x16), x16.numpy())                # a copy, never the live state
     for bad in (np.nan, np.inf, -np.inf, 7e4):
         y = x.clone()
         y[1, 5, 7] = bad
         got = _compact(y)
         assert got.dtype == np.float32 and np.array_equal(got, y.float().numpy(), equal_nan=True)
+
+
+def test_attention_short_conv_counts_in_the_element_size_the_cache_was_measured_in():
+    """A softmax-only model has no S to measure: its short conv's inputs take the element size of
+    its KV cache (bf16 here), not a default fp32."""
+    from lineage.arithmetic import measured_memory
+    from lineage.presets import get_preset
+    cfg = get_preset("tiny-softmax")                      # 2 layers, q|k|v 192 channels, conv 4
+    H, D = cfg.attention.n_heads, cfg.attention.dim
+    layers = [{"cache_len": 10, "cache_bytes": 10 * 2 * H * D * 2}] * 2      # K and V, bf16
+    got = measured_memory(layers, cfg)
+    assert got["conv"] == got["state"] == 2 * (3 * H * D) * 3 * 2 and got["dtypes"].startswith("bf16")

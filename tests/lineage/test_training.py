@@ -2,6 +2,7 @@
 per-model checkpoints in scenarios. The shipped checkpoints' own numbers are in test_shipped.py."""
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -240,3 +241,12 @@ def test_evaluate_reports_what_the_task_needs():
     assert 0 <= res["gates"]["clear_sep"] <= 1
     res = evaluate(model, TaskSpec("mqar"), pairs=[2, 3], sequences=4)
     assert set(res["accuracy_by_pairs"]) == {"2", "3"}
+
+
+def test_segmented_seed_0_is_the_forgetting_scenarios_input():
+    """The scenario says its input is segmented's seed 0: a change to how the task draws (gone
+    keys moved to the segment before the last) must not change sequences without gone keys."""
+    from lineage.scenario import load
+    ids = load(Path(__file__).resolve().parents[2] / "scenarios" / "forgetting.yaml").input.ids
+    b = segmented(np.random.default_rng(0), 1, 12, 8)
+    assert list(b.ids[0][:len(ids)]) == list(ids)

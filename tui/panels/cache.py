@@ -44,10 +44,9 @@ def lines(view: CachePanelView, width: int) -> list[str]:
             continue
         cache_b, n_tok, state_b = b.cache, b.tokens, b.state
         per_tok = cache_b / n_tok if n_tok else 0.0
-        fixed = "recurrent state" if state_b > b.conv else "short-conv inputs"    # attention's conv: no S
         out.append(f"  {name}: {n_tok} tokens cached, cache {fmt_bytes(cache_b)} "
-                   f"({per_tok:,.0f} B/token), {fixed} {fmt_bytes(state_b)} (constant; {b.dtypes})")
-        if per_tok:
+                   f"({per_tok:,.0f} B/token), {fixed_part(b)} {fmt_bytes(state_b)} (constant; {b.dtypes})")
+        if per_tok and not conv_only(b):
             cross = state_b / per_tok
             out.append(f"  at {ctx:,} tokens: cache {fmt_bytes(per_tok * ctx)} vs state {fmt_bytes(state_b)}; "
                        f"crossover at {cross:,.0f} tokens (state is larger before it, cache after)")
@@ -62,6 +61,16 @@ def lines(view: CachePanelView, width: int) -> list[str]:
 SERIES = [("orange", "c"), ("blue", "m"), ("green", "s")]       # plotext colour, no-colour marker
 LEGEND_COLOURS = ["#ff8700", "#af87ff", "#87d700"]   # as the pro theme draws them
 NAMES = ["latent/KV cache", "as plain MHA KV", "recurrent state (constant)"]
+
+
+def conv_only(b) -> bool:
+    """The fixed part is only short-conv inputs (attention with a short conv): no state
+    matrix, so no crossover with the cache to speak of."""
+    return bool(b.conv) and b.state == b.conv
+
+
+def fixed_part(b) -> str:
+    return "short-conv inputs" if conv_only(b) else "recurrent state"
 
 
 class CachePanel(Panel):
@@ -83,11 +92,11 @@ class CachePanel(Panel):
             return
         ctx, batch = view.context, view.batch
         per_tok = b.per_tok
-        cross = b.state / per_tok if per_tok else None
+        cross = b.state / per_tok if per_tok and not conv_only(b) else None
         width = max(30, (self.content_region.width or 80) - 2)
         t = Text()
         t.append(f"now {b.tokens:,} tokens: cache {fmt_bytes(b.cache)} ({per_tok:,.0f} B/token), "
-                 f"state {fmt_bytes(b.state)} (constant)\ncounted as {b.dtypes}")
+                 f"{fixed_part(b)} {fmt_bytes(b.state)} (constant)\ncounted as {b.dtypes}")
         if cross:
             t.append(f"\ncrossover at {cross:,.0f} tokens: state larger before, cache after")
         t.append(f"\nat {ctx:,} tokens: cache {fmt_bytes(per_tok * ctx)}, as plain MHA {fmt_bytes(b.kv_equiv_per_tok * ctx)}")
@@ -99,7 +108,7 @@ class CachePanel(Panel):
         # what the legend leaves; otherwise a fixed plot and the panel as tall as its content
         fixed = self.has_class("-maximized") or (self.parent is not None and self.parent.has_class("-fill"))
         if fixed:
-            key = Text("  ".join(f" ██ {n}" for n in NAMES))                          # the key under the plot
+            key = Text("  ".join(f" ██ {n}" for n in self._names(b)))                 # the key under the plot
             key_rows = len(key.wrap(self.app.console, width + 2))
             # the plot's text is its height plus the newline that ends it before the key
             height = max(6, self.content_region.height - legend_rows - key_rows - 1)
@@ -116,6 +125,10 @@ class CachePanel(Panel):
         height = len(plot.plain.split("\n")) + legend_rows + 2
         if self._sized != height:                        # a height set is a relayout: only on a change
             self.styles.height = self._sized = height
+
+    @staticmethod
+    def _names(b) -> list[str]:
+        return NAMES[:2] + [f"{fixed_part(b)} (constant)"]
 
     def _plot(self, b, ctx: int, cross, width: int, height: int):
         """Log-log lines, drawn on log10 values with linear axes (plotext's own log scale
@@ -150,7 +163,7 @@ class CachePanel(Panel):
         plt.xlabel("tokens (log); | = now and crossover")
         out = Text.from_ansi(plt.build(), no_wrap=True, overflow="crop")
         out.append("\n")
-        for name, (colour, mark), rich in zip(NAMES, SERIES, LEGEND_COLOURS):
+        for name, (colour, mark), rich in zip(self._names(b), SERIES, LEGEND_COLOURS):
             out.append(f" {mark}{mark} " if nc else " ██ ", style=None if nc else rich)
             out.append(name + "  ")
         return out
