@@ -6,18 +6,19 @@ import torch
 
 from lineage.model import LM
 from lineage.presets import get_preset
-from tests.lineage.test_model import _rotary_softmax, rel
+from tests.lineage.test_model import _rotary_conv_softmax, _rotary_softmax, rel
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
 
 
-@pytest.mark.parametrize("name", ["k3-mini", "rotary-softmax"])
+@pytest.mark.parametrize("name", ["k3-mini", "rotary-softmax", "rotary-conv-softmax"])
 def test_graph_replay_equals_eager_steps(name):
     from lineage.backend import resolve, set_backend
     from lineage.graph_step import GraphStep
     torch.manual_seed(0)
     dev = torch.device("cuda")
-    model = LM(_rotary_softmax() if name == "rotary-softmax" else get_preset(name)).to(dev).eval()
+    made = {"rotary-softmax": _rotary_softmax, "rotary-conv-softmax": _rotary_conv_softmax}   # conv: its cache updated in place
+    model = LM(made[name]() if name in made else get_preset(name)).to(dev).eval()
     set_backend(model, resolve(dev)[0])                     # as the app does: the Triton kernels here
     ids = torch.randint(0, 256, (1, 24), device=dev)
     with torch.inference_mode():
