@@ -151,8 +151,6 @@ def test_decay_map_draws_the_gap_blank():
     run(go())
 
 
-
-
 def test_small_matrices_without_colour_take_one_line_a_row(monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
 

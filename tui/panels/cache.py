@@ -69,8 +69,8 @@ def conv_only(b) -> bool:
     return bool(b.conv) and b.state == b.conv
 
 
-def fixed_part(b) -> str:
-    return "short-conv inputs" if conv_only(b) else "recurrent state"
+def fixed_part(b, short: bool = False) -> str:
+    return "short-conv inputs" if conv_only(b) else "state" if short else "recurrent state"
 
 
 class CachePanel(Panel):
@@ -96,7 +96,7 @@ class CachePanel(Panel):
         width = max(30, (self.content_region.width or 80) - 2)
         t = Text()
         t.append(f"now {b.tokens:,} tokens: cache {fmt_bytes(b.cache)} ({per_tok:,.0f} B/token), "
-                 f"{'short-conv inputs' if conv_only(b) else 'state'} {fmt_bytes(b.state)} (constant)\ncounted as {b.dtypes}")
+                 f"{fixed_part(b, short=True)} {fmt_bytes(b.state)} (constant)\ncounted as {b.dtypes}")
         if cross:
             t.append(f"\ncrossover at {cross:,.0f} tokens: state larger before, cache after")
         t.append(f"\nat {ctx:,} tokens: cache {fmt_bytes(per_tok * ctx)}, as plain MHA {fmt_bytes(b.kv_equiv_per_tok * ctx)}")

@@ -22,9 +22,6 @@ def lines(text: str | None, width: int) -> list[str]:
 
 class CaptionsPanel(TextPanel):
     kind = "captions"
-
-    class HeightSet(Message):
-        """The bar took its steady height: the screen refits its rows to the room left."""
     prepare = staticmethod(prepare)
     lines = staticmethod(lines)
     # the colour is the theme's (CSS), not a fixed yellow: legible on light themes too
@@ -33,6 +30,9 @@ class CaptionsPanel(TextPanel):
                     color: $text-warning; background: $boost; text-style: bold; }
     CaptionsPanel.-quiet { color: $text-muted; text-style: italic; }
     """
+
+    class HeightSet(Message):
+        """The bar took its steady height: the screen refits its rows to the room left."""
 
     def draw(self, text: str | None) -> None:
         self._steady_height()
