@@ -247,10 +247,17 @@ def evaluate(args) -> int:
     print(f"{args.checkpoint} ({meta['preset']}, trained on {trained}): {spec.name}, seed {args.seed}")
     for k, v in res.get("accuracy_by_pairs", {}).items():
         print(f"  {k:>3} pairs  accuracy {v:6.1%}")
-    for k in ("accuracy", "accuracy_local", "accuracy_fact", "accuracy_no_forget_at_sep",
-              "accuracy_local_no_forget", "accuracy_fact_no_forget"):
+    for k in ("accuracy", "accuracy_local", "accuracy_fact", "accuracy_last", "accuracy_gone",
+              "accuracy_no_forget_at_sep", "accuracy_local_no_forget", "accuracy_fact_no_forget",
+              "accuracy_last_no_forget", "accuracy_gone_no_forget"):
         if k in res:
             print(f"  {k.replace('_', ' '):<38} {res[k]:6.1%}")
+    for k, label in (("gone_read_stale", "gone keys read as their old value"),
+                     ("last_read_gone", "last-segment keys read as '.'"),
+                     ("gone_read_stale_no_forget", "gone read as old value, no forget"),
+                     ("last_read_gone_no_forget", "last read as '.', no forget")):
+        if k in res:
+            print(f"  {label:<38} {res[k]:6.1%}")
     if "bits_per_byte" in res:
         print(f"  bits per byte (held out)               {res['bits_per_byte']:.3f}")
     g = res.get("gates")

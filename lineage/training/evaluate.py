@@ -16,7 +16,7 @@ from ..mechanisms.attnres import AttnRes
 from ..mechanisms.deltanet import DeltaNet
 from ..mechanisms.moe import MoE
 from .loop import scored, to_device
-from .tasks import TaskSpec, batch, mqar
+from .tasks import GONE, QUERY, SEP, VALUE_BASE, TaskSpec, batch, mqar
 
 BYTE_CLASSES = {"letter": lambda i: chr(i).isalpha() and i < 128, "digit": lambda i: 48 <= i <= 57,
                 "space": lambda i: i in (9, 10, 13, 32), "punctuation": lambda i: 33 <= i < 127 and not chr(i).isalnum(),
@@ -118,12 +118,29 @@ def _accuracy(right: torch.Tensor, mask: torch.Tensor) -> float:
     return float(right.sum()) / max(1, int(mask.sum()))
 
 
+def segment_confusion(ids: torch.Tensor, pred: torch.Tensor, groups: dict) -> dict:
+    """segmented with gone keys: how a memory errs when it mixes up segments. A gone key answered
+    with the value it had in its segment is a memory that did not let it go; a last-segment key
+    answered '.' is one that took a fresh fact for an old one. ids, pred: (B, T)."""
+    B = ids.shape[0]
+    before_q = (ids == QUERY).cumsum(1) == 0                                  # (B, T): the segments
+    is_key = before_q & (ids < VALUE_BASE) & (ids != SEP)                     # every key is fresh: one write each
+    nxt = torch.cat([ids[:, 1:], ids[:, :1]], 1)                              # (B, T): the value after a key
+    written = torch.full((B, VALUE_BASE + 1), -1, dtype=ids.dtype, device=ids.device)
+    written.scatter_(1, torch.where(is_key, ids, VALUE_BASE), torch.where(is_key, nxt, -1))
+    stale = written.gather(1, ids.clamp(max=VALUE_BASE))                      # (B, T): the key's written value
+    gone, last = groups["gone"], groups["last"]
+    return {"gone_read_stale": _accuracy((pred == stale) & gone, gone),
+            "last_read_gone": _accuracy((pred == GONE) & last, last)}
+
+
 @torch.no_grad()
 def evaluate(model, spec: TaskSpec, seed: int = 1234, pairs: list[int] | None = None, sequences: int = 256,
              device="cpu", corpus=None) -> dict:
     """Scores on sequences drawn from a seed the training never used (its stream is [seed, 0]).
     mqar: accuracy per pair count; segmented / two_timescales: accuracy, the gate statistics,
-    and the accuracy with alpha forced to 1 at separators; text: bits per byte held out."""
+    and the accuracy with alpha forced to 1 at separators (segmented with gone keys: also how
+    often a memory mixes up segments); text: bits per byte held out."""
     rng = np.random.default_rng([seed, 1])
     probe = Probe(model)
     res: dict = {"task": spec.name, "seed": seed, "sequences": sequences}
@@ -136,19 +153,24 @@ def evaluate(model, spec: TaskSpec, seed: int = 1234, pairs: list[int] | None = 
     if spec.name in ("segmented", "two_timescales"):
         b = to_device(batch(spec, rng, sequences), device)
         with probe.active():
-            _, right, _ = scored(model, b)
+            _, right, logits = scored(model, b)
         res["accuracy"] = _accuracy(right, b["mask"])
         for g, m in b["groups"].items():
             res[f"accuracy_{g}"] = _accuracy(right & m, m)
+        if "gone" in b["groups"]:
+            res.update(segment_confusion(b["ids"], logits.argmax(-1), b["groups"]))
         if probe.alpha:
             res["gates"] = gate_stats(probe.alpha, b["sep"])
             probe.force_sep = b["sep"]
             with probe.active():
-                _, right_forced, _ = scored(model, b)
+                _, right_forced, logits = scored(model, b)
             probe.force_sep = None
             res["accuracy_no_forget_at_sep"] = _accuracy(right_forced, b["mask"])
             for g, m in b["groups"].items():
                 res[f"accuracy_{g}_no_forget"] = _accuracy(right_forced & m, m)
+            if "gone" in b["groups"]:
+                forced = segment_confusion(b["ids"], logits.argmax(-1), b["groups"])
+                res.update({f"{k}_no_forget": v for k, v in forced.items()})
     if spec.name == "text":
         if corpus is None:
             from .corpus import corpus as read_corpus

@@ -12,7 +12,7 @@ from lineage.model import LM
 from lineage.presets import get_preset
 from lineage.training import checkpoint
 from lineage.training.corpus import Corpus
-from lineage.training.evaluate import Probe, evaluate, gate_stats
+from lineage.training.evaluate import Probe, evaluate, gate_stats, segment_confusion
 from lineage.training.loop import TrainSettings, train
 from lineage.training.tasks import (FACT, GONE, KEY_IDS, QUERY, SEP, VALUE_BASE, TaskSpec, mqar, segmented,
                                     two_timescales)
@@ -241,6 +241,31 @@ def test_evaluate_reports_what_the_task_needs():
     assert 0 <= res["gates"]["clear_sep"] <= 1
     res = evaluate(model, TaskSpec("mqar"), pairs=[2, 3], sequences=4)
     assert set(res["accuracy_by_pairs"]) == {"2", "3"}
+
+
+def test_segment_confusion_against_a_plain_loop():
+    """How a memory mixes up segments, counted again query by query from the sequence's text:
+    a gone key answered with the value it was written with, a last-segment key answered '.'.
+    The predictions are made to hit each case: the truth, the stale value, '.', a random byte."""
+    b = segmented(np.random.default_rng(7), 40, 5, 4, 3)
+    rng = np.random.default_rng(8)
+    pred = rng.integers(0, 256, b.ids.shape)
+    for r, t in zip(*np.nonzero(b.mask)):
+        row = list(b.ids[r, :t])
+        old = row[row.index(b.ids[r, t]) + 1]                                # its value when written
+        pred[r, t] = [b.targets[r, t], old, GONE, pred[r, t]][rng.integers(4)]
+    stale = last_gone = 0
+    for r, t in zip(*np.nonzero(b.mask)):
+        row = list(b.ids[r, :t])
+        if b.targets[r, t] == GONE:
+            stale += pred[r, t] == row[row.index(b.ids[r, t]) + 1]
+        else:
+            last_gone += pred[r, t] == GONE
+    got = segment_confusion(torch.from_numpy(b.ids), torch.from_numpy(pred),
+                            {k: torch.from_numpy(v) for k, v in b.groups.items()})
+    assert got["gone_read_stale"] == pytest.approx(stale / b.groups["gone"].sum())
+    assert got["last_read_gone"] == pytest.approx(last_gone / b.groups["last"].sum())
+    assert 0.15 < got["gone_read_stale"] < 0.5 and 0.15 < got["last_read_gone"] < 0.5
 
 
 def test_segmented_seed_0_is_the_forgetting_scenarios_input():
