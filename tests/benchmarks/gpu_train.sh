@@ -3,7 +3,8 @@
 # several processes share the card well). Usage: gpu_train.sh OUTDIR [LIMIT_S] [TRAIN_S] [NAME_REGEX]
 # TRAIN_S: each run stops after this many seconds; its sidecar's command then says --stop-after.
 # Each line of ROSTER is: NAME PRESET ARGS...; the sidecar of each keeps its exact command.
-# tiny-softmax-mqar as shipped was trained on the CPU (its sidecar says --device cpu).
+# tiny-softmax-mqar as shipped was trained on the CPU (its sidecar says --device cpu); the
+# *-segmented-gone three were trained by segmented_trials.sh (set gone, seed 0), six at once.
 # The device gives back at most 8 files: the weights and sidecars come back as OUTDIR/w.tar.
 set -u
 out=${1:?outdir}; limit=${2:-420}; train_s=${3:-300}; only=${4:-.}
@@ -19,6 +20,9 @@ tiny-gated-deltanet-segmented tiny-gated-deltanet --task segmented --steps 3000 
 tiny-kda-segmented tiny-kda --task segmented --steps 3000 --batch 128 --lr 3e-3
 tiny-deltanet-segmented tiny-deltanet --task segmented --steps 3000 --batch 128 --lr 3e-3
 tiny-linear-segmented tiny-linear --task segmented --steps 3000 --batch 128 --lr 1e-3
+tiny-deltanet-segmented-gone tiny-deltanet --task segmented --pairs 8 --segments 12 --gone 8 --steps 3000 --batch 128 --lr 3e-3
+tiny-gated-deltanet-segmented-gone tiny-gated-deltanet --task segmented --pairs 8 --segments 12 --gone 8 --steps 3000 --batch 128 --lr 3e-3
+tiny-kda-segmented-gone tiny-kda --task segmented --pairs 8 --segments 12 --gone 8 --steps 3000 --batch 128 --lr 3e-3
 tiny-kda-two-timescales tiny-kda --task two_timescales --steps 3000 --batch 128 --lr 3e-3
 k3-mini-text k3-mini --task text --mix 0.25 --pairs 16 --steps 1500 --batch 32 --lr 2e-3 --checkpoint-every 100
 R
