@@ -253,7 +253,7 @@ def evaluate(args) -> int:
         if k in res:
             print(f"  {k.replace('_', ' '):<38} {res[k]:6.1%}")
     for k, label in (("gone_read_stale", "gone keys read as their old value"),
-                     ("last_read_gone", "last-segment keys read as '.'"),
+                     ("last_read_gone", "last keys read as '.'"),
                      ("gone_read_stale_no_forget", "gone read as old value, no forget"),
                      ("last_read_gone_no_forget", "last read as '.', no forget")):
         if k in res:

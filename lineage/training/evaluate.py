@@ -124,7 +124,7 @@ def segment_confusion(ids: torch.Tensor, pred: torch.Tensor, groups: dict) -> di
     answered '.' is one that took a fresh fact for an old one. ids, pred: (B, T)."""
     B = ids.shape[0]
     before_q = (ids == QUERY).cumsum(1) == 0                                  # (B, T): the segments
-    is_key = before_q & (ids < VALUE_BASE) & (ids != SEP)                     # every key is fresh: one write each
+    is_key = before_q & (ids < VALUE_BASE) & (ids != SEP)                     # each key is written once (fresh)
     nxt = torch.cat([ids[:, 1:], ids[:, :1]], 1)                              # (B, T): the value after a key
     written = torch.full((B, VALUE_BASE + 1), -1, dtype=ids.dtype, device=ids.device)
     written.scatter_(1, torch.where(is_key, ids, VALUE_BASE), torch.where(is_key, nxt, -1))

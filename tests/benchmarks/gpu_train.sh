@@ -4,7 +4,8 @@
 # TRAIN_S: each run stops after this many seconds; its sidecar's command then says --stop-after.
 # Each line of ROSTER is: NAME PRESET ARGS...; the sidecar of each keeps its exact command.
 # tiny-softmax-mqar as shipped was trained on the CPU (its sidecar says --device cpu); the
-# *-segmented-gone three were trained by segmented_trials.sh (set gone, seed 0), six at once.
+# *-segmented-gone three were trained by segmented_trials.sh (set gone, seed 0, TRAIN_S 480, six
+# runs at once; files renamed from gone-*-s0): here they need TRAIN_S of about 480 to finish.
 # The device gives back at most 8 files: the weights and sidecars come back as OUTDIR/w.tar.
 set -u
 out=${1:?outdir}; limit=${2:-420}; train_s=${3:-300}; only=${4:-.}
