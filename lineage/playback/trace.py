@@ -42,6 +42,7 @@ MAX_META_BYTES = 16 << 20       # header or footer JSON, decompressed (the scena
 
 SALVAGE_HINT = "(open with --salvage to read them)"     # the app words it as the command to type
 
+
 class TraceError(Exception):
     """A trace that cannot be read, with the file and the reason in the message."""
 

@@ -134,6 +134,14 @@ def segment_confusion(ids: torch.Tensor, pred: torch.Tensor, groups: dict) -> di
             "last_read_gone": _accuracy((pred == GONE) & last, last)}
 
 
+def _group_scores(b: dict, right: torch.Tensor, logits: torch.Tensor) -> dict:
+    """Accuracy of each group the task reports apart and, with gone keys, the segment mix-ups."""
+    out = {f"accuracy_{g}": _accuracy(right & m, m) for g, m in b["groups"].items()}
+    if "gone" in b["groups"]:
+        out.update(segment_confusion(b["ids"], logits.argmax(-1), b["groups"]))
+    return out
+
+
 @torch.no_grad()
 def evaluate(model, spec: TaskSpec, seed: int = 1234, pairs: list[int] | None = None, sequences: int = 256,
              device="cpu", corpus=None) -> dict:
@@ -155,10 +163,7 @@ def evaluate(model, spec: TaskSpec, seed: int = 1234, pairs: list[int] | None = 
         with probe.active():
             _, right, logits = scored(model, b)
         res["accuracy"] = _accuracy(right, b["mask"])
-        for g, m in b["groups"].items():
-            res[f"accuracy_{g}"] = _accuracy(right & m, m)
-        if "gone" in b["groups"]:
-            res.update(segment_confusion(b["ids"], logits.argmax(-1), b["groups"]))
+        res.update(_group_scores(b, right, logits))
         if probe.alpha:
             res["gates"] = gate_stats(probe.alpha, b["sep"])
             probe.force_sep = b["sep"]
@@ -166,11 +171,7 @@ def evaluate(model, spec: TaskSpec, seed: int = 1234, pairs: list[int] | None = 
                 _, right_forced, logits = scored(model, b)
             probe.force_sep = None
             res["accuracy_no_forget_at_sep"] = _accuracy(right_forced, b["mask"])
-            for g, m in b["groups"].items():
-                res[f"accuracy_{g}_no_forget"] = _accuracy(right_forced & m, m)
-            if "gone" in b["groups"]:
-                forced = segment_confusion(b["ids"], logits.argmax(-1), b["groups"])
-                res.update({f"{k}_no_forget": v for k, v in forced.items()})
+            res.update({f"{k}_no_forget": v for k, v in _group_scores(b, right_forced, logits).items()})
     if spec.name == "text":
         if corpus is None:
             from .corpus import corpus as read_corpus
