@@ -1,4 +1,5 @@
-"""Opening input files without trusting them: only regular files, read with a bound.
+"""Files without surprises: inputs opened only when regular and read with a bound; outputs
+written whole or not at all, never through a symbolic link, never over a file without leave.
 
 A scenario or trace path may name anything: a FIFO (a plain open() would block until a
 writer appears), /dev/zero or /dev/urandom (a plain read() never ends), a directory. We open
@@ -8,7 +9,9 @@ which could be swapped in between) what it is, and refuse everything but a regul
 from __future__ import annotations
 
 import os
+import secrets
 import stat
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -54,18 +57,105 @@ def read_regular(path: str | Path, limit: int) -> bytes:
 
 def publish(partial: str | Path, path: str | Path, overwrite: bool = False) -> None:
     """Make a finished temporary file the real one in one step, so a reader never sees half a
-    file: with `overwrite`, an atomic rename over `path`; without, a hard link that fails (with
-    FileExistsError, `partial` kept) rather than replace a file made meanwhile."""
+    file: with `overwrite`, an atomic rename over `path` (a symbolic link there is replaced, its
+    target untouched); without, a hard link that fails (with FileExistsError, `partial` kept)
+    rather than replace a file, or a link, made meanwhile."""
     if overwrite:
         os.replace(partial, path)
         return
     try:
-        os.link(partial, path)
+        os.link(partial, path, follow_symlinks=False)
     except FileExistsError:
         raise
     except OSError:                           # a file system without hard links
-        if Path(path).exists():
+        if os.path.lexists(path):
             raise FileExistsError(0, "exists", str(path)) from None
         os.replace(partial, path)
         return
     os.unlink(partial)
+
+
+# -- writing: every command that makes a file goes through these ------------------------------
+
+_NAME_MAX = 255
+
+
+def name_max(directory: str | Path) -> int:
+    """The longest file name (in bytes) the file system under `directory` takes."""
+    try:
+        return os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        return _NAME_MAX
+
+
+def output_problem(out: str | Path, inputs=(), force: bool = False) -> str | None:
+    """Why a command must not start writing `out`, or None. The rules every writer keeps: no
+    symbolic link is written through (not even a dangling one), no directory, no input taken
+    as output, and an existing file is replaced only with `force`. Checked before any work."""
+    out = Path(out)
+    parent = out.parent
+    if not parent.is_dir():
+        return f"no such directory: {parent}"
+    size, limit = len(os.fsencode(out.name)), name_max(parent)
+    if size > limit:                       # asked first: every other question about it raises
+        return f"the file name is {size} bytes; this file system takes at most {limit}"
+    if out.is_symlink():
+        return "is a symbolic link; lineage never writes through one (remove it or choose another name)"
+    if out.is_dir():
+        return "is a directory (give a file name)"
+    if out.exists():
+        for src in inputs:
+            try:
+                if os.path.samefile(out, src):
+                    return "is the input file; choose another name"
+            except OSError:
+                pass
+        if not force:
+            return "exists (--force replaces it)"
+    return None
+
+
+def create_partial(directory: str | Path, mode: int = 0o666) -> tuple[int, Path]:
+    """A new, empty, hidden temporary file in `directory` (the file system its output will be
+    renamed onto): created exclusively and never through a symbolic link. (fd, path)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        path = Path(directory) / f".lineage-{secrets.token_hex(6)}.partial"
+        try:
+            return os.open(path, flags, mode), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(0, "no free temporary name", str(directory))
+
+
+@contextmanager
+def new_file(path: str | Path, force: bool = False, mode: int = 0o666):
+    """Write a file that appears whole or not at all: the body writes into a fresh temporary
+    file beside `path` (yielded, binary); on success it is published as `path` (replacing a
+    file there only with `force`; FileExistsError otherwise), on any failure it is removed, so
+    a full disk leaves nothing behind. A symbolic link at `path` is replaced, never followed."""
+    path = Path(path)
+    fd, partial = create_partial(path.parent, mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        publish(partial, path, overwrite=force)
+    except FileExistsError:
+        _remove(partial)
+        raise FileExistsError(0, "exists (--force replaces it)", str(path)) from None
+    except BaseException:
+        _remove(partial)
+        raise
+
+
+def write_new(path: str | Path, data: bytes | str, force: bool = False, mode: int = 0o666) -> None:
+    """`data` (text is written as UTF-8) as the file `path`, by the rules of new_file."""
+    with new_file(path, force, mode) as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def _remove(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
