@@ -92,7 +92,13 @@ def output_problem(out: str | Path, inputs=(), force: bool = False) -> str | Non
     """Why a command must not start writing `out`, or None. The rules every writer keeps: no
     symbolic link is written through (not even a dangling one), no directory, no input taken
     as output, and an existing file is replaced only with `force`. Checked before any work."""
-    out = Path(out)
+    try:
+        return _output_problem(Path(out), inputs, force)
+    except OSError as e:                   # a path the system cannot even look up (ELOOP, ENAMETOOLONG)
+        return e.strerror or str(e)
+
+
+def _output_problem(out: Path, inputs, force: bool) -> str | None:
     parent = out.parent
     if not parent.is_dir():
         return f"no such directory: {parent}"

@@ -56,3 +56,29 @@ _settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 # cache.py): the suite keeps none, so no test depends on what an earlier one left there; the
 # cache's own tests set a directory of their own
 os.environ["LINEAGE_CACHE_DIR"] = "off"
+
+
+# A small file system for full-disk tests: a real tmpfs of a few hundred KB, so ENOSPC comes
+# from the kernel at whatever write hits it. Mounting needs root; elsewhere such tests skip.
+import shutil as _shutil  # noqa: E402
+import subprocess as _subprocess  # noqa: E402
+
+import pytest as _pytest  # noqa: E402
+
+
+@_pytest.fixture
+def small_fs(tmp_path):
+    """small_fs(kb) -> a directory on a fresh tmpfs of that size (unmounted after the test)."""
+    mounted = []
+
+    def make(kb: int) -> Path:
+        where = tmp_path / f"small{len(mounted)}"
+        where.mkdir()
+        if _shutil.which("mount") is None or os.geteuid() != 0 or _subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", f"size={kb}k", "tmpfs", str(where)], capture_output=True).returncode:
+            _pytest.skip("no small file system here (mounting a tmpfs needs root)")
+        mounted.append(where)
+        return where
+    yield make
+    for where in mounted:
+        _subprocess.run(["umount", "-l", str(where)], capture_output=True)

@@ -3,8 +3,11 @@ steps to files (a trace, a picture or text of one step, a deck of slides). Bad i
 stderr, exit 2."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+
+from lineage.files import name_max, output_problem, write_new
 
 from .opening import checkpoint_options, err, first_line, guarded, open_file, resolve
 
@@ -23,6 +26,7 @@ def add_commands(sub) -> None:
     ps.add_argument("--panel", default=None, help="only this panel kind")
     ps.add_argument("-o", "--output", required=True, help="OUT.txt (or - for stdout)")
     ps.add_argument("--salvage", action="store_true", help="read the complete frames of a truncated trace")
+    ps.add_argument("--force", action="store_true", help="replace OUT if it exists")
     ps.add_argument("--size", type=int, nargs=2, default=None, metavar=("W", "H"),
                     help="terminal size for .svg and .png snapshots (default 160 50; 100 30 with --panel)")
     _export_options(ps)
@@ -37,6 +41,7 @@ def add_commands(sub) -> None:
     psl.add_argument("--size", type=int, nargs=2, default=None, metavar=("W", "H"),
                      help="terminal size (default 160 50; 100 30 with --panel)")
     psl.add_argument("--salvage", action="store_true", help="read the complete frames of a truncated trace")
+    psl.add_argument("--force", action="store_true", help="replace slides of the same names already in DIR")
     _export_options(psl)
     psl.set_defaults(func=guarded(_slides))
 
@@ -45,7 +50,7 @@ def _record(args) -> int:
     import time
     from lineage.playback.session import Session
     out = Path(args.output)
-    problem = _output_problem(out, Path(resolve(args.scenario)), args.force)
+    problem = output_problem(out, [resolve(args.scenario)], args.force)
     if problem is not None:                  # before the model is built: fail in milliseconds
         return err(f"{out}: {problem}")
     cur, code = open_file(args.scenario)
@@ -85,20 +90,6 @@ def _record(args) -> int:
     if args.steps is not None and args.steps > cur.total:
         print(f"note: the scenario has {cur.total} steps; recorded all of them", file=sys.stderr)
     return 0
-
-
-
-def _output_problem(out: Path, source: Path, force: bool) -> str | None:
-    """Why `record -o out` must not start, or None."""
-    if out.is_dir():
-        return "is a directory (give a file name, e.g. -o run.trace)"
-    if not out.parent.is_dir():
-        return f"no such directory: {out.parent}"
-    if out.exists() and source.exists() and out.resolve() == source.resolve():
-        return "is the scenario being recorded; choose another -o"
-    if out.exists() and not force:
-        return "exists (--force replaces it)"
-    return None
 
 
 
@@ -149,6 +140,13 @@ def _snapshot(args) -> int:
     problem = _export_problem(args)
     if problem is not None:
         return err(problem)
+    out = Path(args.output)
+    if str(out) != "-":                      # before anything is opened: fail in milliseconds
+        problem = output_problem(out, [resolve(args.source)], args.force)
+        if problem is None and out.suffix not in (".txt", ".svg", ".png"):
+            problem = "the snapshot format comes from the suffix: .txt, .svg or .png"
+        if problem is not None:
+            return err(f"{out}: {problem}")
     cur = _cached(args)
     if cur is None:
         cur, code = open_file(args.source, salvage=args.salvage)
@@ -158,9 +156,6 @@ def _snapshot(args) -> int:
     try:
         if not 1 <= args.step <= cur.total:
             return err(f"{args.source}: step {args.step} is out of range (1-{cur.total})")
-        out = Path(args.output)
-        if str(out) != "-" and out.suffix not in (".txt", ".svg", ".png"):
-            return err(f"{out}: the snapshot format comes from the suffix: .txt, .svg or .png")
         if isinstance(cur, Session) and not args.no_cache:
             from lineage.playback.cache import record_into_cache
             publish = record_into_cache(cur)
@@ -192,16 +187,20 @@ def _snapshot_of(cur, args, out: Path) -> int:
                              tuple(args.size) if args.size else None, args.salvage, cursor=cur, theme=args.theme)
         except RuntimeError as e:            # the headless app could not open or show it: one line
             return err(str(e).splitlines()[0])
-        if out.suffix == ".svg":
-            out.write_text(svg, encoding="utf-8")
-        else:
-            out.write_bytes(svg_to_png(svg, args.scale, args.theme))
-        return 0
+        return _write(out, svg if out.suffix == ".svg" else svg_to_png(svg, args.scale, args.theme), args.force)
     text = render(cur, args.step - 1, args.panel)
     if str(out) == "-":
         sys.stdout.write(text)
-    else:
-        out.write_text(text, encoding="utf-8")
+        return 0
+    return _write(out, text, args.force)
+
+
+def _write(out: Path, data, force: bool) -> int:
+    """The snapshot as `out`, whole or not at all (a full disk leaves no part of it)."""
+    try:
+        write_new(out, data, force)
+    except OSError as e:
+        return err(f"{out}: {e.strerror or e}")
     return 0
 
 
@@ -231,30 +230,75 @@ def _slides(args) -> int:
     if problem is not None:
         return err(problem)
     out = Path(args.output)
-    if out.exists() and not out.is_dir():
-        return err(f"{out}: is a file; slides go to a directory")
+    problem = _deck_problem(out)
+    if problem is not None:
+        return err(f"{out}: {problem}")
     cur, code = open_file(args.source, salvage=args.salvage)
     if cur is None:
         return code
-    from tui.headless import write_slides
+    from tui.headless import slide_names, write_slides
     from tui.snapshot import caption_steps
-    taken = [p for p in (out.glob("[0-9]*-step*.png") if out.is_dir() else [])]
-    if taken:
+    names = slide_names(caption_steps(cur.info, cur.total))
+    problem, others = _names_problem(out, names, resolve(args.source), args.force)
+    if problem is not None:
         cur.close()
-        return err(f"{out}: holds slides already ({taken[0].name}, ...); choose an empty directory")
+        return err(problem)
     try:                          # every step a slide shows, before the headless app starts
         for i in caption_steps(cur.info, cur.total):
             cur.frame(i)
     except Exception as e:  # noqa: BLE001  a failing model or a corrupt frame: one line
         cur.close()
         return err(f"{args.source}: {first_line(e)}")
-    out.mkdir(parents=True, exist_ok=True)
     try:
+        out.mkdir(parents=True, exist_ok=True)
         written = write_slides(resolve(args.source), out, cur, args.panel, tuple(args.size) if args.size else None,
-                               args.scale, args.theme, args.salvage)
+                               args.scale, args.theme, args.salvage, args.force)
     except RuntimeError as e:
         return err(str(e).splitlines()[0])
+    except OSError as e:          # a full disk, a read-only directory: the slides written so far stay
+        return err(f"{Path(e.filename) if e.filename else out}: {e.strerror or e}")
     finally:
         cur.close()
     print(f"{out}: {len(written) // 2} slides ({written[0].name} ... {written[-2].name}) and their .txt")
+    if others:
+        print(f"note: {len(others)} other slide files in {out} were left as they were ({others[0]}, ...)",
+              file=sys.stderr)
     return 0
+
+
+def _deck_problem(out: Path) -> str | None:
+    """Why slides cannot go to the directory `out`, or None. A directory reached through a
+    symbolic link is the user's choice; a link left dangling there is not a directory."""
+    limit = name_max(".")
+    for part in out.parts:                 # asked first: every other question about it raises
+        size = len(os.fsencode(part))
+        if size > limit:
+            return f"a name in the path is {size} bytes; this file system takes at most {limit}"
+    try:
+        if out.is_dir():
+            return None
+        if os.path.lexists(out):
+            return "is a symbolic link to nothing; slides go to a directory" if out.is_symlink() \
+                else "is a file; slides go to a directory"
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
+def _names_problem(out: Path, names: list[str], source: str, force: bool) -> tuple[str | None, list[str]]:
+    """(why the deck must not be written, None) and the slide files of another deck already in
+    `out`, which are never touched. Without --force a deck never replaces a file: not a slide of
+    the same name, not a note that happens to carry one."""
+    if not out.is_dir():
+        return None, []
+    mine = {n + s for n in names for s in (".png", ".txt")}
+    for name in sorted(mine):
+        problem = output_problem(out / name, [source], force)
+        if problem is not None:
+            return f"{out / name}: {problem}", []
+    present = sorted(p.name for p in out.glob("[0-9]*-step[0-9]*.*") if p.suffix in (".png", ".txt"))
+    others = [n for n in present if n not in mine]
+    if others and not force:
+        return f"{out}: holds the slides of another deck ({others[0]}, ...); choose an empty directory " \
+               "or --force (they are left as they are)", []
+    return None, others

@@ -95,23 +95,30 @@ def render_svg(path: str, step: int, panel: str | None = None, size: tuple[int, 
     return out[0]
 
 
+def slide_names(steps: list[int]) -> list[str]:
+    """The stem of each slide, numbered in order, for the 0-based steps: 01-step0001, ..."""
+    width = max(2, len(str(len(steps))))
+    return [f"{n:0{width}d}-step{i + 1:04d}" for n, i in enumerate(steps, 1)]
+
+
 def write_slides(path: str, out_dir: Path, cursor, panel: str | None = None, size=None, scale: float = 1.0,
-                 theme: str = "dark", salvage: bool = False) -> list[Path]:
-    """One PNG and one .txt per caption step, numbered in order: 01-step0001.png, ..."""
+                 theme: str = "dark", salvage: bool = False, force: bool = False) -> list[Path]:
+    """One PNG and one .txt per caption step, numbered in order: 01-step0001.png, ... Each is
+    written whole and never through a link; one already there is replaced only with `force`."""
+    from lineage.files import write_new
+
     from .panels import render
     steps = caption_steps(cursor.info, cursor.total)
-    width = max(2, len(str(len(steps))))
+    stems = dict(zip(steps, slide_names(steps)))
     written: list[Path] = []
 
     def each(i: int, svg: str) -> None:
-        n = len(written) // 2 + 1
-        stem = out_dir / f"{n:0{width}d}-step{i + 1:04d}"
-        png, txt = stem.with_suffix(".png"), stem.with_suffix(".txt")
-        png.write_bytes(svg_to_png(svg, scale, theme))
+        png, txt = out_dir / (stems[i] + ".png"), out_dir / (stems[i] + ".txt")
+        write_new(png, svg_to_png(svg, scale, theme), force)
         text = render(cursor, i, panel)
         if panel not in (None, "captions"):          # a panel's slide shows the caption: so does its text
             text += "\n" + render(cursor, i, "captions").split("\n", 2)[2]
-        txt.write_text(text, encoding="utf-8")
+        write_new(txt, text, force)
         written.extend([png, txt])
 
     size = size or (PANEL_SIZE if panel else SCREEN_SIZE)

@@ -4,8 +4,11 @@ shipped as a wheel, so no system Cairo is needed) and fresh file names. Imports 
 """
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
+
+from lineage.files import name_max
 
 THEMES = {"dark": ("textual-dark", "#0c0c0c"), "light": ("textual-light", "#ffffff")}
 
@@ -51,37 +54,61 @@ def svg_to_png(svg: str, scale: float = 1.0, theme: str = "dark") -> bytes:
                                  background=THEMES[theme][1], zoom=scale)
 
 
-def free_stem(directory: Path, stem: str, suffixes=(".svg", ".png", ".txt")) -> Path:
-    """directory/stem, or stem-2, stem-3, ... : the first name none of whose files exist."""
+def free_stem(directory: Path, stem: str, suffixes=(".svg", ".png", ".txt")) -> str:
+    """stem, or stem-2, stem-3, ... : the first none of whose files (stem + suffix) exist in
+    `directory`, a link (even one to nothing) counting as a file. Names are joined, never made
+    with `with_suffix`, which would cut a dotted stem (`recall.v2`) at its dot."""
     n, name = 1, stem
-    while any((directory / (name + s)).exists() for s in suffixes):
+    while any(os.path.lexists(directory / (name + s)) for s in suffixes):
         n += 1
         name = f"{stem}-{n}"
-    return directory / name
+    return name
 
 
 def save_from_app(screen) -> None:
     """The `s` key: SVG, PNG and text of the screen (or of the maximised panel, as a slide)
-    under a name no earlier snapshot has; the PNG is made in a thread, then the app says where."""
+    under a name no earlier snapshot has (each file created exclusively, never through a link:
+    a name taken meanwhile moves on to the next); the PNG is made in a thread, then the app
+    says where."""
+    from lineage.files import write_new
+
     from .panels.base import Panel
     app = screen.app
     cursor, i = screen.player.cursor, screen.player.index
     if cursor is None:
         return
-    stem = free_stem(app.snapshot_dir, f"lineage-{Path(screen.path).stem}-step{i + 1}")
+    directory = Path(app.snapshot_dir)
     svg = app.export_screenshot(title=f"lineage - step {i + 1}")
-    stem.with_suffix(".svg").write_text(svg, encoding="utf-8")
     panels = [screen.maximized] if isinstance(screen.maximized, Panel) else list(screen.query(Panel))
     text = step_line(cursor, i) + "\n\n" + "\n\n".join(p.text(cursor, i) for p in panels) + "\n"
-    stem.with_suffix(".txt").write_text(text, encoding="utf-8")
+    base = f"lineage-{Path(screen.path).stem}-step{i + 1}"
+    limit = name_max(directory) - len("-999.svg")       # a long scenario name is shortened, not refused
+    if len(os.fsencode(base)) > limit:
+        base = os.fsencode(base)[:limit].decode("utf-8", "ignore")
+    try:
+        for _ in range(1000):
+            stem = free_stem(directory, base)
+            try:
+                write_new(directory / (stem + ".svg"), svg)
+                break
+            except FileExistsError:          # made meanwhile, by another snapshot: the next name
+                continue
+        else:
+            raise FileExistsError(0, "no free snapshot name", str(directory))
+        write_new(directory / (stem + ".txt"), text)
+    except OSError as e:
+        app.notify(f"no snapshot: {e.filename or directory}: {e.strerror or e}", title="snapshot",
+                   severity="error", timeout=8)
+        return
     theme = "light" if app.current_theme.dark is False else "dark"
+    where = directory / stem
 
     def png() -> None:
         try:
-            stem.with_suffix(".png").write_bytes(svg_to_png(svg, 1.0, theme))
-            where = f"saved {stem}.svg, .png and .txt"
-        except Exception as e:  # noqa: BLE001  no PNG (resvg missing or failing): the SVG and text stand
-            where = f"saved {stem}.svg and .txt (no PNG: {str(e).splitlines()[0] if str(e) else type(e).__name__})"
-        app.call_from_thread(app.notify, where, title="snapshot", timeout=6)
+            write_new(directory / (stem + ".png"), svg_to_png(svg, 1.0, theme))
+            said = f"saved {where}.svg, .png and .txt"
+        except Exception as e:  # noqa: BLE001  no PNG (resvg missing or failing, a full disk): the SVG and text stand
+            said = f"saved {where}.svg and .txt (no PNG: {str(e).splitlines()[0] if str(e) else type(e).__name__})"
+        app.call_from_thread(app.notify, said, title="snapshot", timeout=6)
 
     app.run_worker(png, thread=True, group="snapshot-png")

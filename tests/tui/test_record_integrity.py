@@ -38,7 +38,7 @@ def test_output_that_is_the_scenario_is_refused(tmp_path, capsys):
     before = mine.read_bytes()
     for force in ([], ["--force"]):
         assert main(["record", str(mine), "-o", str(mine), *force]) == 2
-        _one_line(capsys, "is the scenario being recorded")
+        _one_line(capsys, "is the input file")
     assert mine.read_bytes() == before
 
 
