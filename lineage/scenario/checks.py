@@ -47,6 +47,8 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
                                         f"the scenario's models would hold {need / 2**30:.1f} GiB of weights, state "
                                         f"and cache by its last step (limit {MAX_SCENARIO_BYTES / 2**30:.1f} GiB): "
                                         "fewer or smaller models, or fewer steps"))
+    if sc.input is not None:
+        _check_positions(sc, cfgs, loc, problems, base_dir)
     memories = [s.memory is not None for s in specs]
     if sc.input is not None and any(memories) and sc.input.task is None:
         i = memories.index(True)
@@ -251,6 +253,26 @@ def total_steps(sc: Scenario, base_dir: Path | None = None) -> int | None:
     if sc.decoding.mode == "teacher" or any(s.memory is not None for s in sc.model_specs):
         return max(min(sc.steps or avail, avail), 0)
     return sc.steps or max(avail, 1) + 32
+
+
+def _check_positions(sc: Scenario, cfgs: list, loc: Located, problems: list, base_dir: Path | None) -> None:
+    """A model with a learned position table (GPT-2: 1,024) reads no token past its end: the
+    scenario's prefill and steps must fit, or it would fail at that step, not here."""
+    try:
+        steps = total_steps(sc, base_dir) or 0
+    except (ValueError, OSError):           # an input that does not read is reported elsewhere
+        return
+    need = sc.decoding.prefill + steps
+    for i, cfg in enumerate(cfgs):
+        if cfg is None or not cfg.n_positions or need <= cfg.n_positions:
+            continue
+        room = cfg.n_positions - sc.decoding.prefill
+        where = ("steps",) if sc.steps is not None else ("input",)
+        problems.append(loc.problem(where, f"{cfg.name} has learned positions for {cfg.n_positions:,} tokens; "
+                                    f"the scenario feeds {need:,} (prefill {sc.decoding.prefill} + {steps:,} steps): "
+                                    f"give at most {max(room, 0):,} steps" + (" or a shorter input" if sc.steps is None
+                                                                                else "")))
+        return
 
 
 def _check_checkpoint(where: tuple, path: str, memory: bool, loc: Located, problems: list, base_dir: Path | None) -> None:
