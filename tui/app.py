@@ -2,9 +2,12 @@
 
 Thin by design: the app makes the Player (where playback stands) and the main screen (keys,
 layout, workers, panels) and adds the command palette's entries. Everything else is theirs.
+Besides, SIGTERM and SIGHUP end it the way `q` does (the terminal restored, the cache published).
 """
 from __future__ import annotations
 
+import asyncio
+import signal
 from pathlib import Path
 from typing import Iterable
 
@@ -21,6 +24,8 @@ from .screens.ask import AskScreen
 from .screens.main import MainScreen
 
 DEFAULT_SCENARIO = SCENARIO_DIR / "tour.yaml"
+# kill's default, and the terminal (or the SSH session) closing; SIGINT is a key (ctrl+c) in raw mode
+EXIT_SIGNALS = ("SIGTERM", "SIGHUP")
 
 
 def scenario_title(path: Path) -> str:
@@ -54,11 +59,43 @@ class LineageApp(App):
         self._opening = (str(path or DEFAULT_SCENARIO), salvage, cursor)
         self.main: MainScreen | None = None
         self.snapshot_dir = Path.cwd()
+        self._signals: dict[int, object] = {}      # signal -> the handler it had before the app ran
 
     def get_default_screen(self) -> MainScreen:
         # the main screen is the default one, so app.query() finds its panels
         self.main = MainScreen(self.player, *self._opening)
         return self.main
+
+    # -- signals: the default action kills the process with the terminal still in the app's
+    # modes (alternate screen, mouse reporting, hidden cursor) and the session's frames unpublished
+    def on_mount(self) -> None:
+        if self.is_headless:           # an export: killed as any command is, no terminal to restore
+            return
+        loop = asyncio.get_running_loop()
+        for name in EXIT_SIGNALS:
+            sig = getattr(signal, name, None)
+            if sig is None:            # not on Windows
+                continue
+            previous = signal.getsignal(sig)
+            try:
+                loop.add_signal_handler(sig, self._signalled, sig)
+            except (NotImplementedError, RuntimeError, ValueError):   # no such handlers here, or not the main thread
+                continue
+            self._signals[sig] = previous
+
+    def _signalled(self, sig: int) -> None:
+        self._restore_signals()        # a second one ends the process at once, should quitting hang
+        self.exit(return_code=128 + sig)     # the shell's convention for "ended by signal sig"
+
+    def on_unmount(self) -> None:
+        self._restore_signals()
+
+    def _restore_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig, previous in self._signals.items():
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
+        self._signals.clear()
 
     # where playback stands, read by snapshots and tests
     @property
@@ -102,6 +139,11 @@ class LineageApp(App):
         if self.use_command_palette and not Palette.is_open(self):
             self.push_screen(Palette(id="--command-palette"))
 
+    def search_themes(self) -> None:
+        # the palette's Theme entry: Textual pushes its own palette, with the crashes ours guards
+        from textual.theme import ThemeProvider
+        self.push_screen(Palette(providers=[ThemeProvider], placeholder="Search for themes…"))
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         # Textual's own screenshot entry is left out: "Export snapshot" below does it (SVG, PNG, text);
         # its Maximize would enlarge the focused map alone: the panel's m (legend and all) instead
@@ -137,5 +179,7 @@ class LineageApp(App):
 
 
 def run(path: str | None = None, salvage: bool = False) -> int:
-    LineageApp(path, salvage=salvage).run()
-    return 0
+    """The app on `path`; its exit status (1 after a crash, 128 + N when signal N ended it)."""
+    app = LineageApp(path, salvage=salvage)
+    app.run()
+    return app.return_code or 0

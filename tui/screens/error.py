@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from rich.markup import escape
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from .ask import Dialog
 
-class ErrorScreen(ModalScreen):
+
+class ErrorScreen(Dialog):
     BINDINGS = [("escape,enter,q", "dismiss", "close")]
     DEFAULT_CSS = """
     ErrorScreen { align: center middle; }

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from .ask import Dialog
 
 # two columns of at most 72 characters: the box fits an 80-column terminal without wrapping
 KEYS = """\
@@ -31,7 +32,7 @@ With NO_COLOR: @ # * + positive, & % = - negative, . near zero.
 """
 
 
-class HelpScreen(ModalScreen):
+class HelpScreen(Dialog):
     BINDINGS = [("escape,q,question_mark,f1", "dismiss", "close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }

@@ -7,7 +7,8 @@ Where playback stands is the Player's. Torch is imported inside the loading work
 (tui/loader.py), so the screen appears before the model exists; the UI thread never
 touches a tensor. Steps are asked for against the Player's target, not the step on screen, so
 key presses made while a frame is computed all count; a long jump reports its progress to the
-timeline and `esc` cancels it (the frames made so far stay).
+timeline and `esc` cancels it (the frames made so far stay). What a worker hands over after
+the screen began to be taken down (the app quits while playing) is dropped (screens/messages.py).
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from ..widgets.timeline import Timeline
 from .ask import AskScreen
 from .error import ErrorScreen
 from .help import HelpScreen
-from .messages import Computing, FrameReady, Stage
+from .messages import Computing, FrameReady, Stage, taken_down, unless_taken_down
 
 MIN_W, MIN_H = 60, 20
 PROGRESS_EVERY = 0.1       # seconds between progress reports of a long jump (the first after as long)
@@ -101,6 +102,7 @@ class MainScreen(Screen):
             self.open(self.path)
 
     def on_unmount(self) -> None:
+        # the widgets are gone by now (Textual removes them first): stop touches none of them
         self.stop()                    # frees a max-speed worker waiting for the screen
         if self.player.cursor is not self._borrowed:
             self.player.close()        # a session publishes the frames it kept for next time
@@ -113,6 +115,7 @@ class MainScreen(Screen):
         # were fitted to a guess, and rows that fit might have been left scrolling
         self.call_after_refresh(self._fit_layout)
 
+    @unless_taken_down                 # a resize or the bar's message may come as the app quits
     def _fit_layout(self, size=None) -> None:
         """Columns by width; below the minimum a notice says what size is needed."""
         w, h = size or self.app.size
@@ -136,6 +139,7 @@ class MainScreen(Screen):
         footer.compact = w < 120
         footer.show_command_palette = w >= 100
 
+    @unless_taken_down
     def _show_status(self) -> None:
         cursor = self.player.cursor
         info = cursor.info if cursor else {}
@@ -162,6 +166,7 @@ class MainScreen(Screen):
         self.query_one(Loading).start(f"opening {Path(path).name}")    # above what is still shown
         return self._load_path(str(path))
 
+    @unless_taken_down
     def on_stage(self, message: Stage) -> None:
         self.query_one(Loading).at(message.text)
 
@@ -174,6 +179,7 @@ class MainScreen(Screen):
             return
         self.app.call_from_thread(self._opened, cursor, path)
 
+    @unless_taken_down
     def _open_failed(self, path: str, lines: list[str], quotes_file: bool = True) -> None:
         keeping = self.player.cursor.info["title"] if self.player.cursor else None
         self.query_one(Loading).done()
@@ -181,6 +187,10 @@ class MainScreen(Screen):
         self.app.push_screen(ErrorScreen(f"Could not open {path}", shown, keeping))
 
     def _opened(self, cursor, path: str) -> None:
+        if taken_down(self):           # opened as the app quit: nobody will show or close it
+            if cursor is not self._borrowed:
+                cursor.close()
+            return
         self.stop()
         self.player.open(cursor)
         self.path = path
@@ -208,6 +218,7 @@ class MainScreen(Screen):
         self.call_after_refresh(self.request, early or 0)
 
     # -- stepping ---------------------------------------------------------------------
+    @unless_taken_down                 # asked for after a refresh, or by a late play tick
     def request(self, i: int):
         """Show step i (clamped) once a worker has made it; returns that worker. It becomes the
         player's target at once; a newer request replaces this one (its worker stops between
@@ -257,6 +268,7 @@ class MainScreen(Screen):
                 views.append((p, room, p.prepared(cursor, i, room)))
         return views
 
+    @unless_taken_down
     def on_computing(self, message: Computing) -> None:
         if message.jump == self._jump and self.player.pending:
             self.query_one(Timeline).progress(message.made, message.needed)
@@ -274,6 +286,7 @@ class MainScreen(Screen):
         elif self.maximized is not None:
             self.minimize()
 
+    @unless_taken_down
     def _frame_failed(self, i: int, error: Exception) -> None:
         """A step that cannot be shown: say which, stop playing, keep the frames already shown."""
         self.stop()
@@ -283,6 +296,7 @@ class MainScreen(Screen):
         keeping = self.player.cursor.info["title"] if self.player.cursor else None
         self.app.push_screen(ErrorScreen(f"Step {i + 1} could not be shown", [line], keeping))
 
+    @unless_taken_down
     def _show_frame(self, cursor, i: int, views: list) -> None:
         if not self.player.shown(cursor, i):
             return                             # a frame of a scenario that was replaced meanwhile
@@ -295,6 +309,7 @@ class MainScreen(Screen):
             timeline.progress(None)
         self._update_timeline()
 
+    @unless_taken_down                 # stop() calls it, on_unmount's included
     def _update_timeline(self) -> None:
         p = self.player
         self.query_one(Timeline).set(max(p.index, 0), p.cursor.total, p.made, p.playing, p.speed)
@@ -369,6 +384,7 @@ class MainScreen(Screen):
         if not worker.is_cancelled:
             self.app.call_from_thread(self.stop)
 
+    @unless_taken_down
     def on_frame_ready(self, message: FrameReady) -> None:
         if self.player.playing and message.step > self.player.index:
             self._show_frame(message.cursor, message.step, message.views)

@@ -1,0 +1,288 @@
+"""Issue 26, crashes found by driving the app as a person (or a cat on the keyboard) would:
+quitting while playing, keys that reach a dialog after it closed, SIGTERM, and a caption too
+long for its bar."""
+import asyncio
+import os
+import random
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from textual import events
+
+from tests.tui.test_app import SC, run, settle
+from tui.app import LineageApp
+from tui.cli import main
+from tui.panels.captions import CaptionsPanel
+from tui.command_palette import Palette
+from tui.screens.ask import AskScreen
+from tui.screens.error import ErrorScreen
+from tui.screens.help import HelpScreen
+from tui.screens.main import MainScreen
+from tui.screens.messages import Computing, FrameReady, Stage
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    where = tmp_path / "cache"
+    monkeypatch.setenv("LINEAGE_CACHE_DIR", str(where))
+    return where
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    """A short recorded tour: replayed without torch, so the key tests start at once."""
+    path = tmp_path_factory.mktemp("trace") / "tour.trace"
+    assert main(["record", str(SC / "tour.yaml"), "-o", str(path), "--steps", "40"]) == 0
+    return path
+
+
+# the characters a terminal sends for the keys the floods press
+CHARS = {"enter": "\r", "escape": "\x1b", "space": " ", "question_mark": "?", "plus": "+",
+         "minus": "-", "tab": "\t", "left_curly_bracket": "{", "right_curly_bracket": "}"}
+
+
+def burst(app, keys) -> None:
+    """Keys as fast as a terminal delivers them: all queued before the app handles the first
+    (Pilot's press waits for the app to be idle after each key)."""
+    for key in keys:
+        app.post_message(events.Key(key, CHARS.get(key, key if len(key) == 1 else None)))
+
+
+# -- 1. quitting while playing ----------------------------------------------------------
+
+@pytest.mark.parametrize("faster", [0, 5], ids=["1/s", "max"])
+def test_quitting_while_playing_exits_cleanly_and_publishes_the_cache(faster, cache_dir):
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, app, 0)
+            await pilot.press(*["plus"] * faster)
+            await pilot.press("space")
+            await asyncio.to_thread(app.player.wait, lambda: app.index >= 1, 10.0)
+            assert app.playing
+            await pilot.press("q")
+        return app
+    app = run(go())
+    assert app.return_code == 0
+    assert len(list(cache_dir.glob("*.trace"))) == 1            # the session's close published it
+    assert not list(cache_dir.glob("*.tmp*"))
+
+
+class LateCursor:
+    """A file a loading worker finished opening after the screen was taken down."""
+    info = {"title": "late", "captions": []}
+    total = 3
+    closed = False
+
+    def close(self):
+        self.closed = True
+
+
+def test_what_workers_hand_over_after_the_screen_is_taken_down_is_dropped(trace, monkeypatch):
+    """Every callback a worker can hand the UI thread (call_from_thread, post_message), arriving
+    while the app quits (the screen's widgets are removed before the screen's own unmount): none
+    may raise, and a file opened too late is closed, not shown."""
+    late = LateCursor()
+    unmount = MainScreen.on_unmount
+
+    def unmounting(self):
+        cursor = self.player.cursor
+        self.player.playing = True                    # a max-speed frame is shown only while playing
+        self.on_frame_ready(FrameReady(cursor, 5, []))
+        self.player.playing = False
+        self._show_frame(cursor, 6, [])
+        self.on_computing(Computing(self._jump, 1, 9))
+        self.on_stage(Stage("reading"))
+        self._frame_failed(7, ValueError("late"))
+        self._open_failed("other.yaml", ["other.yaml:1:1: late"])
+        self._opened(late, "late.yaml")
+        self.stop()
+        self.on_captions_panel_height_set(CaptionsPanel.HeightSet())
+        self._fit_layout()
+        self.request(9)
+        unmount(self)
+
+    monkeypatch.setattr(MainScreen, "on_unmount", unmounting)
+
+    async def go():
+        app = LineageApp(str(trace))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, app, 0)
+            cursor = app.cursor
+            await pilot.press("n")
+            await settle(pilot, app, 1)
+            await pilot.press("q")
+        return app, cursor
+    app, cursor = run(go())
+    assert app.return_code == 0
+    assert app.cursor is cursor and app.index == 1             # nothing late was shown
+    assert late.closed
+
+
+# -- 2. keys that reach a dialog after it closed -------------------------------------------
+
+def test_a_second_enter_after_the_go_to_prompt_closed(trace):
+    async def go():
+        app = LineageApp(str(trace))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, app, 0)
+            await pilot.press("g", "5")
+            burst(app, ["enter", "enter"])
+            await settle(pilot, app, 4)
+            await pilot.pause(0.2)
+            assert app.is_running and len(app.screen_stack) == 1
+            assert app.index == 4                             # the answer was taken once
+            await pilot.press("n")
+            await settle(pilot, app, 5)
+    run(go())
+
+
+@pytest.mark.parametrize("make", [lambda: AskScreen("Go to step"), lambda: ErrorScreen("t", ["x"], None),
+                                  HelpScreen], ids=["ask", "error", "help"])
+def test_a_dialog_closes_once_and_only_itself(make, trace):
+    async def go():
+        app = LineageApp(str(trace))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, app, 0)
+            results = []
+            dialog = make()
+            app.push_screen(dialog, results.append)
+            await pilot.pause()
+            cover = ErrorScreen("a step failed meanwhile", [], None)
+            app.push_screen(cover)
+            await pilot.pause()
+            dialog.dismiss("under")                   # not on top: the screen over it stays
+            await pilot.pause()
+            assert app.screen is cover and results == []
+            cover.dismiss()
+            await pilot.pause()
+            dialog.dismiss("first")
+            dialog.dismiss("second")                  # once: no second answer, no second pop
+            await pilot.pause(0.1)
+            assert app.is_running and app.screen_stack == [app.main] and results == ["first"]
+    run(go())
+
+
+def test_a_second_enter_after_the_theme_picker_closed(trace):
+    """The palette's Theme entry opens Textual's own palette: guarded as ours is."""
+    async def go():
+        app = LineageApp(str(trace))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, app, 0)
+            app.action_change_theme()
+            await pilot.pause(0.3)
+            assert isinstance(app.screen, Palette)
+            burst(app, ["enter", "enter", "enter"])
+            await pilot.pause(0.5)
+            assert app.is_running and app.screen_stack == [app.main]
+    run(go())
+
+
+FLOOD_KEYS = ["enter", "enter", "escape", "g", "0", "1", "2", "5", "9", "question_mark", "space",
+              "n", "p", "m", "s", "plus", "minus", "tab", "home", "end", "left_curly_bracket",
+              "right_curly_bracket", "t", "x"]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_flood_of_keys_leaves_the_app_running(seed, trace, tmp_path):
+    rng = random.Random(seed)
+
+    async def go():
+        app = LineageApp(str(trace))
+        app.snapshot_dir = tmp_path                   # `s` writes its snapshots here
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, app, 0)
+            pressed = 0
+            while pressed < 300:
+                n = rng.randint(1, 8)
+                burst(app, rng.choices(FLOOD_KEYS, k=n))
+                pressed += n
+                await pilot.pause(rng.choice([0, 0, 0.01, 0.05]))
+                assert app.is_running, f"the app stopped after {pressed} keys"
+            await pilot.pause(0.5)
+            assert app.is_running and app.return_code is None
+            # and it still answers: close whatever is open, then step
+            for _ in range(4):
+                if len(app.screen_stack) == 1:
+                    break
+                await pilot.press("escape")
+            assert len(app.screen_stack) == 1
+            app.screen.stop()
+            await settle(pilot, app)
+            at = app.index
+            await pilot.press("home")
+            await settle(pilot, app, 0)
+            assert at >= 0
+    run(go())
+
+
+# -- 3. SIGTERM and SIGHUP ------------------------------------------------------------------
+
+def read_until(master: int, buffer: bytearray, done, deadline: float) -> bool:
+    """Read the terminal's output into `buffer` until done(buffer) or the deadline; False at the
+    deadline. The app's end of the terminal closing (EIO) ends the reading too."""
+    while not done(buffer):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        ready, _, _ = select.select([master], [], [], min(left, 0.2))
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:            # EIO: no process holds the other end any more
+                return done(buffer)
+            if not chunk:
+                return done(buffer)
+            buffer += chunk
+    return True
+
+
+@pytest.mark.skipif(os.name != "posix", reason="pseudo-terminals and SIGTERM are POSIX")
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_signal_ends_the_app_the_normal_way(signame, tmp_path):
+    """`lineage` under a pseudo-terminal, sent the signal once it has drawn: it leaves the
+    alternate screen, turns mouse reporting off, shows the cursor again, exits 128 + N without
+    a traceback, and its session publishes the frames it made to the cache."""
+    import fcntl
+    import struct
+    import termios
+    sig = getattr(signal, signame)
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    cache = tmp_path / "cache"
+    env = {**os.environ, "TERM": "xterm-256color", "LINEAGE_CACHE_DIR": str(cache)}
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen([sys.executable, "-m", "tui.cli"], cwd=ROOT, env=env, stdin=slave, stdout=slave,
+                            stderr=slave, start_new_session=True, close_fds=True)
+    os.close(slave)
+    out = bytearray()
+    try:
+        drawn = read_until(master, out, lambda b: b"step 1 / 1000" in b, time.monotonic() + 120)
+        assert drawn, f"the app did not draw its first step: {bytes(out[-2000:])!r}"
+        time.sleep(0.5)                # a frame or two more: the session has something to publish
+        before = len(out)
+        proc.send_signal(sig)
+        read_until(master, out, lambda b: proc.poll() is not None, time.monotonic() + 60)
+        rc = proc.wait(timeout=30)
+        read_until(master, out, lambda b: False, time.monotonic() + 0.5)      # what is left
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    after = bytes(out[before:])
+    text = re.sub(rb"\x1b\[[0-9;?]*[a-zA-Z]", b"", after).decode("utf-8", "replace")
+    assert b"\x1b[?1049l" in after, "still in the alternate screen"
+    assert b"\x1b[?25h" in after, "the cursor is still hidden"
+    assert b"\x1b[?1000l" in after, "mouse reporting is still on"
+    assert "Traceback" not in text and "Error" not in text, text[-2000:]
+    assert rc == 128 + sig, rc
+    assert len(list(cache.glob("*.trace"))) == 1 and not list(cache.glob("*.tmp*"))
