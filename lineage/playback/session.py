@@ -5,7 +5,13 @@ next, previous, jump, reset over frames. Going back, or forward to a step alread
 the recorded frame and never recomputes; going forward past the last made frame steps the
 models. A session is deterministic for a given scenario: the same file gives the same frames.
 A long way forward can report its progress and be stopped between two steps (`frame`'s
-`progress` and `stop`); the frames made until then are kept.
+`progress` and `stop`); the frames made until then are kept. A frame made but not kept (the frame
+store refused it) ends the stepping: making it again would feed the models its token twice, so
+the steps after it raise the same error, and the frames kept stay readable.
+
+A session's frames also go to its `writer`, if any (`record_to` a trace, or the trace cache's
+entry through `record_into`): a writer's error reaches the caller of `frame`, so a writer that
+must never stop the session (the cache's) catches its own.
 """
 from __future__ import annotations
 
@@ -95,6 +101,7 @@ class Session(Cursor):
         self._closed = False
         self.frames = FrameStore()         # every frame made, the newest in memory, the rest on disk
         self.writer = writer
+        self._lost: Exception | None = None      # why a frame made was not kept: no more stepping
         self.total = total_steps(sc) or 0
         self.notes: list[str] = []
         self.runner = make_runner(sc, device or sc.device, self.notes)
@@ -121,8 +128,15 @@ class Session(Cursor):
             while len(self.frames) <= i:
                 if self._closed or (stop is not None and stop()):
                     raise Stopped(f"stopped at step {len(self.frames) + 1} on the way to {i + 1}")
+                if self._lost is not None:
+                    raise OSError(f"step {len(self.frames) + 1} cannot be made: "
+                                  f"{getattr(self._lost, 'strerror', None) or self._lost}")
                 f = self._make(len(self.frames))
-                self.frames.append(f)
+                try:
+                    self.frames.append(f)
+                except OSError as e:
+                    self._lost = e
+                    raise
                 if self.writer is not None:
                     self.writer.write(f)
                 if progress is not None:
@@ -140,10 +154,15 @@ class Session(Cursor):
 
     def record_to(self, path: str | Path, overwrite: bool = False) -> TraceWriter:
         """Write every frame made from now on (and those already made) to a trace file."""
-        self.writer = TraceWriter(path, self.sc.text or "", self.info, overwrite=overwrite)
-        for f in self.frames:
-            self.writer.write(f)
-        return self.writer
+        return self.record_into(TraceWriter(path, self.sc.text or "", self.info, overwrite=overwrite))
+
+    def record_into(self, writer: TraceWriter) -> TraceWriter:
+        """Give every frame made from now on (and those already made) to `writer`."""
+        with self._lock:                  # not while a worker steps: no frame missed or written twice
+            self.writer = writer
+            for f in self.frames:
+                writer.write(f)
+        return writer
 
     def record_all(self, steps: int | None = None, progress=None) -> None:
         n = self.total if steps is None else min(steps, self.total)

@@ -1,22 +1,34 @@
-"""Every frame a session has made, in a fixed amount of memory.
+"""Every frame a session has made, in a fixed amount of memory, each one served as it was made.
 
 Stepping back reads a recorded frame, never recomputes it, so a session keeps every frame; held
 in memory, a k3-mini tour grew by about 150 KB a step (2.6 MB/s at top speed; 15 GB projected
 at the 100,000-step limit). Here the newest frames stay in memory up to a byte budget and every
-frame is also appended to an unlinked temporary file (nothing is left behind, even on a crash),
-from which older ones are read back when asked for. Frames are immutable, so a frame read back
-equals the one made, bit for bit.
+frame is also written to an unlinked temporary file (nothing is left behind, even on a crash),
+from which older ones are read back when asked for.
+
+The file may fail us: the temporary directory fills up, then has room again. So a frame is
+written unbuffered at an offset of its own (no buffer or file position a failed write can leave
+behind), and its span counts only once the whole of it is written; its crc32 is checked each
+time it is read back, so a frame that does not read back as written raises (OSError) instead of
+being served. A frame the file would not take stays in memory and is written at the next append
+that finds room. Only when those frames outgrow a budget of their own does `append` refuse
+(OSError): the caller learns that this frame was not kept. Frames are immutable, so a frame
+read back equals the one made, bit for bit, or is not served at all.
 """
 from __future__ import annotations
 
 import ctypes
+import errno
+import os
 import tempfile
 import threading
+import zlib
 from collections import OrderedDict
 
 from .frame import Frame
 
 MEMORY_BUDGET = 128 << 20      # bytes of frames kept in memory: ~1,100 k3-mini frames of ~118 KB
+_IOV_MAX = 1024                # buffers in one pwritev (POSIX guarantees at least 16, Linux 1024)
 
 
 def _give_large_frees_back() -> None:
@@ -30,13 +42,64 @@ def _give_large_frees_back() -> None:
         pass
 
 
+def _pwrite(fd: int, views: list, offset: int) -> int:
+    """Write some of `views` (byte memoryviews, in order) at `offset`; the bytes written."""
+    if hasattr(os, "pwritev"):
+        return os.pwritev(fd, views[:_IOV_MAX], offset)
+    return os.pwrite(fd, views[0], offset)
+
+
+def _pread(fd: int, n: int, offset: int) -> bytes:
+    return os.pread(fd, n, offset)
+
+
+def _write_all(fd: int, parts: list, offset: int) -> tuple[int, int]:
+    """Every byte of `parts` at `offset`, however short the writes: (bytes, crc32)."""
+    views = [v for v in (memoryview(p).cast("B") for p in parts) if len(v)]
+    crc = 0
+    for v in views:
+        crc = zlib.crc32(v, crc)
+    total = sum(len(v) for v in views)
+    pos = offset
+    while views:
+        n = _pwrite(fd, views, pos)
+        if n <= 0:
+            raise OSError(errno.EIO, "the frame file took no bytes")
+        pos += n
+        while n:                                     # drop what was written, keep the rest
+            if n >= len(views[0]):
+                n -= len(views.pop(0))
+            else:
+                views[0], n = views[0][n:], 0
+    return total, crc
+
+
+def _read_all(fd: int, n: int, offset: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        b = _pread(fd, n - got, offset + got)
+        if not b:
+            break
+        chunks.append(b)
+        got += len(b)
+    return b"".join(chunks)
+
+
 class FrameStore:
-    def __init__(self, budget: int = MEMORY_BUDGET):
+    def __init__(self, budget: int = MEMORY_BUDGET, waiting_budget: int = MEMORY_BUDGET):
+        """budget: bytes of recent frames kept in memory; waiting_budget: bytes of frames kept in
+        memory (besides) while the file cannot take them."""
         _give_large_frees_back()
-        self.budget = budget
-        self._file = tempfile.TemporaryFile(prefix="lineage-frames-")
-        self._spans: list[tuple[int, int]] = []          # (offset, length) of frame i in the file
-        self._end = 0
+        self.budget, self.waiting_budget = budget, waiting_budget
+        self.problem: str | None = None          # why the file fails writes, while it does
+        try:
+            self._file = tempfile.TemporaryFile(prefix="lineage-frames-", buffering=0)
+        except OSError as e:                         # no temporary directory: frames stay in memory
+            self._file, self.problem = None, f"no temporary file for frames ({e.strerror or e})"
+        self._spans: list[tuple[int, int, int] | None] = []   # (offset, length, crc32) of frame i, None: not on file
+        self._end = 0                                # the file's bytes in use: every span lies before it
+        self._unwritten: OrderedDict[int, tuple[Frame, int]] = OrderedDict()   # frames the file has not taken
+        self._unwritten_bytes = 0
         self._recent: OrderedDict[int, tuple[Frame, int]] = OrderedDict()     # i -> (frame, its bytes)
         self._held = 0                                   # bytes of the frames in _recent
         self._lock = threading.Lock()                    # the stepping worker appends while the UI reads
@@ -45,24 +108,72 @@ class FrameStore:
         return len(self._spans)
 
     def append(self, frame: Frame) -> None:
+        """Keep `frame`; OSError (and the frame not kept) only when the file cannot take it and
+        the frames waiting for the file already fill the budget."""
         with self._lock:
-            if frame.step != len(self._spans):
-                raise ValueError(f"frames are stored in order: expected step {len(self._spans)}, got {frame.step}")
-            self._file.seek(self._end)
-            n = frame.write_to(self._file)              # piece by piece: no frame-sized temporary
-            self._spans.append((self._end, n))
-            self._end += n
-            self._keep(frame.step, frame, n)
+            i = len(self._spans)
+            if frame.step != i:
+                raise ValueError(f"frames are stored in order: expected step {i}, got {frame.step}")
+            parts = frame.parts()
+            n = sum(memoryview(p).nbytes for p in parts)
+            if not (self._write_waiting() and self._write(i, parts)):
+                self._refuse_past_budget(i, n)
+            if len(self._spans) == i:                    # not on file: it waits in memory
+                self._spans.append(None)
+                self._unwritten[i] = (frame, n)
+                self._unwritten_bytes += n
+            self._keep(i, frame, n)
+
+    def _refuse_past_budget(self, i: int, n: int) -> None:
+        if self._unwritten and self._unwritten_bytes + n > self.waiting_budget:    # one frame always fits
+            raise OSError(errno.ENOSPC, f"step {i + 1} could not be kept: {self.problem}; "
+                          f"{self._unwritten_bytes / 1e6:.0f} MB of frames already wait in memory for room on disk")
+
+    def _write(self, i: int, parts: list) -> bool:
+        """Frame i's bytes (`parts`) onto the file at its end, whole (then its span is set) or
+        not at all (False)."""
+        if self._file is None:
+            return False
+        try:
+            n, crc = _write_all(self._file.fileno(), parts, self._end)
+        except OSError as e:
+            self.problem = f"the frames' temporary file cannot be written ({e.strerror or e})"
+            try:                                     # give back what the torn write took
+                os.ftruncate(self._file.fileno(), self._end)
+            except OSError:
+                pass
+            return False
+        span, self.problem = (self._end, n, crc), None
+        if i < len(self._spans):
+            self._spans[i] = span
+        else:
+            self._spans.append(span)
+        self._end += n
+        return True
+
+    def _write_waiting(self) -> bool:
+        """Write the frames that wait in memory, oldest first; True when none waits any more."""
+        while self._unwritten:
+            i, (frame, n) = next(iter(self._unwritten.items()))
+            if not self._write(i, frame.parts()):
+                return False
+            del self._unwritten[i]
+            self._unwritten_bytes -= n
+        return True
 
     def __getitem__(self, i: int) -> Frame:
         with self._lock:
-            held = self._recent.get(i)
+            held = self._recent.get(i) or self._unwritten.get(i)
             if held is not None:
-                self._recent.move_to_end(i)
+                if i in self._recent:
+                    self._recent.move_to_end(i)
                 return held[0]
-            offset, n = self._spans[i]                   # IndexError past the end, as a list
-            self._file.seek(offset)
-            f = Frame.from_bytes(self._file.read(n))
+            offset, n, crc = self._spans[i]              # IndexError past the end, as a list
+            data = _read_all(self._file.fileno(), n, offset)
+            if len(data) != n or zlib.crc32(data) != crc:
+                raise OSError(errno.EIO, f"step {i + 1} does not read back from the frames' temporary file as it "
+                              "was written (the disk returned other bytes); it is not shown")
+            f = Frame.from_bytes(data)
             self._keep(i, f, n)
             return f
 
@@ -78,4 +189,5 @@ class FrameStore:
             self._held -= m
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()

@@ -8,11 +8,13 @@ Layout (little-endian):
         kind b"F": one Frame (see frame.py)
         kind b"E": JSON footer {"frames": N, "digest": sha256 over every earlier record's crc}
 
-A trace is written to OUT.partial, created exclusively (so it is also the lock: a second
-recording to the same OUT is refused), and becomes OUT only when closed: nobody ever reads a
-half-written OUT, and without `overwrite` an existing OUT is never replaced. Each frame is
-flushed as written, so a crash loses at most the step being written; the .partial file then
-has no footer and reads as truncated (its complete frames are still there: `salvage=True`).
+A trace is written to OUT.partial (or a name the writer is given), created exclusively and never
+through a symbolic link (so it is also the lock: a second recording to the same OUT is refused),
+and becomes OUT only when closed: nobody ever reads a half-written OUT, and without `overwrite`
+an existing OUT is never replaced. Records are written unbuffered, so a crash loses at most the
+step being written; the .partial file then has no footer and reads as truncated (its complete
+frames are still there: `salvage=True`). A write that fails (a full disk) is cut back to the last
+whole record and raises, so the file never holds a torn record with others after it.
 Reading indexes record offsets without decompressing, so a long trace never has to fit in memory.
 No torch and no pickle anywhere on this path. A trace may come from a stranger, so every length
 it declares is checked against the file and a cap before anything is allocated, decompression
@@ -49,34 +51,59 @@ class TraceError(Exception):
 
 class TraceWriter:
     def __init__(self, path: str | Path, scenario_text: str, info: dict, level: int = 0,
-                 overwrite: bool = False):
+                 overwrite: bool = False, partial: str | Path | None = None, mode: int = 0o644):
         """level: zlib level for frames. 0 (stored) by default: float16 state matrices are noise to
         zlib (level 1 saved 11% of a k3-mini frame and cost 1.6 ms, a quarter of a step).
+        partial: the file written until `close` publishes it as `path` (default PATH.partial),
+        created exclusively with `mode`, never through a symbolic link.
         Raises FileExistsError when `path` exists (unless overwrite) or another writer holds it."""
         from .. import __version__
         self.path = Path(path)
-        self.partial = self.path.with_name(self.path.name + ".partial")
+        self.partial = Path(partial) if partial is not None else self.path.with_name(self.path.name + ".partial")
         self.level, self.overwrite = level, overwrite
         if self.path.exists() and not overwrite:
             raise FileExistsError(0, "exists (--force replaces it)", str(self.path))
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         try:
-            fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+            fd = os.open(self.partial, flags, mode)
         except FileExistsError:
             raise FileExistsError(0, f"{self.partial.name} exists: another recording is writing it, or one was "
                                   "killed (remove it; its frames open with --salvage)", str(self.path)) from None
-        self._f = os.fdopen(fd, "wb")
+        self._f = os.fdopen(fd, "wb", buffering=0)      # unbuffered: a failed write leaves nothing pending
+        self._end = 0                                   # bytes of whole records (and the magic) in the file
         self._digest = hashlib.sha256()
         self.frames = 0
         self.bytes_frames = 0
-        self._f.write(MAGIC)
-        head = {"format": FORMAT, "lineage": __version__, "scenario": scenario_text, "info": info}
-        self._record(b"H", json.dumps(head).encode(), 6)
+        try:
+            self._write(MAGIC)
+            head = {"format": FORMAT, "lineage": __version__, "scenario": scenario_text, "info": info}
+            self._record(b"H", json.dumps(head).encode(), 6)
+        except BaseException:                           # no header, no trace: nothing is left behind
+            self._f.close()
+            _remove(self.partial)
+            raise
+
+    def _write(self, data: bytes) -> None:
+        """All of `data` after the last whole record, or OSError with the file cut back to that
+        record: a write that failed half way (a full disk) leaves no torn record to follow."""
+        fd, done = self._f.fileno(), 0
+        view = memoryview(data)
+        try:
+            while done < len(view):
+                done += _write(fd, view[done:])
+        except OSError:
+            try:
+                os.ftruncate(fd, self._end)
+                os.lseek(fd, self._end, os.SEEK_SET)
+            except OSError:
+                pass
+            raise
+        self._end += done
 
     def _record(self, kind: bytes, payload: bytes, level: int | None = None) -> int:
         z = zlib.compress(payload, self.level if level is None else level)
         crc = zlib.crc32(z)
-        self._f.write(_REC.pack(kind, len(z), crc) + z)
-        self._f.flush()
+        self._write(_REC.pack(kind, len(z), crc) + z)
         self._digest.update(struct.pack("<I", crc))
         return _REC.size + len(z)
 
@@ -116,6 +143,17 @@ class TraceWriter:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _write(fd: int, data) -> int:
+    return os.write(fd, data)
+
+
+def _remove(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 class TraceReader:
@@ -226,6 +264,10 @@ class TraceReader:
 
     def __len__(self) -> int:
         return len(self._offsets)
+
+    def file_stat(self) -> os.stat_result:
+        """The stat of the file this reader has open (not of whatever its path names now)."""
+        return os.fstat(self._f.fileno())
 
     def verify(self, n: int | None = None) -> None:
         """Check the checksums of the first n frames (all by default) without decoding them, a

@@ -19,9 +19,10 @@ SC = Path(__file__).resolve().parents[2] / "scenarios"
 
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch):
+    """The cache's own folder (where its entries are) in LINEAGE_CACHE_DIR."""
     where = tmp_path / "cache"
     monkeypatch.setenv("LINEAGE_CACHE_DIR", str(where))
-    return where
+    return where / cache.FOLDER
 
 
 def snap(tmp_path, capsys, name, *extra, scenario=str(SC / "tour.yaml"), step=12):
@@ -40,7 +41,7 @@ def test_the_cache_is_reused(tmp_path, capsys, cache_dir, monkeypatch):
     text, err = snap(tmp_path, capsys, "a.txt")
     assert "computing steps 1 - 12" in err
     [entry] = cache_dir.glob("*.trace")
-    assert not list(cache_dir.glob("*.tmp*"))                # published, nothing left over
+    assert {p.name for p in cache_dir.iterdir()} == {"CACHEDIR.TAG", entry.name}    # nothing left over
     no_model_steps(monkeypatch)
     again, err = snap(tmp_path, capsys, "b.txt")
     assert again == text and "computing" not in err
@@ -56,11 +57,11 @@ def test_a_corrupt_entry_is_rebuilt(tmp_path, capsys, cache_dir):
     [entry] = cache_dir.glob("*.trace")
     good = entry.read_bytes()
     middle = len(good) // 2                 # inside a frame: found only when that frame is read
-    for bad in (good[:middle],                                                  # cut short
-                good[:middle] + bytes([good[middle] ^ 0x5A]) + good[middle + 1:],  # one byte flipped
-                b"junk"):
+    for n, bad in enumerate((good[:middle],                                     # cut short
+                             good[:middle] + bytes([good[middle] ^ 0x5A]) + good[middle + 1:],  # one byte flipped
+                             b"junk")):
         entry.write_bytes(bad)
-        again, err = snap(tmp_path, capsys, "b.txt")
+        again, err = snap(tmp_path, capsys, f"b{n}.txt")
         assert again == text and "computing steps 1 - 12" in err, err
         assert entry.read_bytes() == good                  # made again, the same bytes (deterministic)
 
