@@ -157,8 +157,10 @@ def _snapshot(args) -> int:
         if not 1 <= args.step <= cur.total:
             return err(f"{args.source}: step {args.step} is out of range (1-{cur.total})")
         if isinstance(cur, Session) and not args.no_cache:
-            from lineage.playback.cache import record_into_cache
+            from lineage.playback.cache import cache_problem, record_into_cache
             publish = record_into_cache(cur)
+            if publish is None and (why := cache_problem()) is not None:     # refused: say so, run uncached
+                print(f"{args.source}: note: {why}", file=sys.stderr)
             if publish is not None and cur.made < args.step:
                 print(f"{args.source}: computing steps {cur.made + 1} - {args.step} (kept in the trace cache "
                       "for next time; --no-cache skips it)", file=sys.stderr)
@@ -167,6 +169,8 @@ def _snapshot(args) -> int:
         cur.close()                    # a session recording into the cache publishes its trace here
         if publish is not None:
             publish()
+            if publish.problem is not None:    # a full cache disk: the snapshot stands, the entry does not
+                print(f"{args.source}: note: {publish.problem}", file=sys.stderr)
 
 
 

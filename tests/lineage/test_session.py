@@ -208,8 +208,8 @@ def test_snapshot_same_from_scenario_and_trace(tmp_path):
     assert main(["snapshot", str(path), "--step", "8", "-o", str(b)]) == 0
     # the same frame either way; only the title's "step 8 / M" differs (82 planned, 8 recorded)
     assert a.read_text().splitlines()[1:] == b.read_text().splitlines()[1:]
-    assert main(["snapshot", "tour", "--step", "3", "--panel", "routing", "-o", str(a)]) == 0
-    assert "routing: k3-mini layer 1" in a.read_text()
+    assert main(["snapshot", "tour", "--step", "3", "--panel", "routing", "-o", str(tmp_path / "c.txt")]) == 0
+    assert "routing: k3-mini layer 1" in (tmp_path / "c.txt").read_text()
 
 
 def test_list(capsys):
