@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -37,6 +38,7 @@ def add_commands(sub) -> None:
     pt.add_argument("--time-limit", type=float, default=None,
                     help="stop after this many seconds; the sidecar's command then says --stop-after")
     pt.add_argument("-o", "--output", required=True, help="OUT.safetensors (the recipe goes to OUT.json)")
+    pt.add_argument("--force", action="store_true", help="replace OUT.safetensors and OUT.json if they exist")
     pe = sub.add_parser("eval", help="held-out scores and mechanism statistics of a trained checkpoint")
     pe.add_argument("checkpoint")
     pe.add_argument("--task", default=None, help="default: the task it was trained on")
@@ -50,24 +52,52 @@ def add_commands(sub) -> None:
     pa.add_argument("--json", action="store_true")
 
 
+MAX_SEED = 2**32 - 1
+MAX_STEPS = 10_000_000
+
+
 def _fail(cmd: str, msg: str) -> int:
     print(f"lineage {cmd}: {msg}", file=sys.stderr)
     return 2
 
 
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
 def _task_spec(name: str, given: dict, base: dict | None = None):
-    from dataclasses import replace
-    from lineage.training.tasks import DEFAULTS, TASKS
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r} (one of {', '.join(TASKS)})")
-    spec = replace(DEFAULTS[name], **(base or {}))
-    spec = replace(spec, **{k: v for k, v in given.items() if v is not None})
-    for k in ("pairs", "segments", "key_pool", "length"):
-        if getattr(spec, k) < 1:
-            raise ValueError(f"--{k.replace('_', '-')} must be at least 1, got {getattr(spec, k)}")
-    if not 0 <= spec.mix <= 1:
-        raise ValueError(f"--mix must be in [0, 1], got {spec.mix}")
-    return spec
+    """The task with the sidecar's parameters (`base`, already checked) and the given flags over
+    its defaults; ValueError naming the flag for a value out of range."""
+    from lineage.training.tasks import make_spec
+    return make_spec(name, {**(base or {}), **{k: v for k, v in given.items() if v is not None}}, _flag)
+
+
+def _check_seed(seed: int) -> None:
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"--seed must be in 0..{MAX_SEED:,}, got {seed}")
+
+
+def _check_sizes(spec, checks) -> None:
+    """Each (flag, count, pairs) asks for count sequences at once: ValueError before any is drawn."""
+    from lineage.training.tasks import batch_problem
+    for flag, n, pairs in checks:
+        problem = batch_problem(spec, n, flag, pairs)
+        if problem is not None:
+            raise ValueError(problem)
+
+
+def _check_train_args(args) -> None:
+    import math
+    for flag, value, least, most in (("--steps", args.steps, 1, MAX_STEPS), ("--warmup", args.warmup, 0, MAX_STEPS),
+                                     ("--checkpoint-every", args.checkpoint_every, 1, MAX_STEPS)):
+        if not least <= value <= most:
+            raise ValueError(f"{flag} must be at least {least} and at most {most:,}, got {value}")
+    if args.stop_after is not None and args.stop_after < 1:
+        raise ValueError(f"--stop-after must be at least 1, got {args.stop_after}")
+    for flag, value in (("--lr", args.lr), ("--time-limit", args.time_limit)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{flag} must be a finite number above 0, got {value}")
+    _check_seed(args.seed)
 
 
 def _device(name: str):
@@ -80,22 +110,48 @@ def _device(name: str):
 
 
 def train(args) -> int:
+    """Bad input: one line, exit 2. Ctrl-C: one line saying what was kept, exit 130. A NaN or inf
+    loss: one line with the step and a hint, exit 2, the last good checkpoint kept."""
+    run = _Run(Path(args.output))
+    try:
+        return _train(args, run)
+    except KeyboardInterrupt:
+        where = f"at step {run.step}" if run.phase == "training" else run.phase
+        print(f"lineage train: {run.out}: interrupted {where}: {run.kept()}", file=sys.stderr)
+        return 130
+
+
+class _Run:
+    """What a training run has done so far, for the line that ends it early."""
+
+    def __init__(self, out: Path):
+        self.out, self.phase, self.step, self.written = out, "before training", 0, None
+
+    def kept(self) -> str:
+        if self.written is None:
+            return "nothing was written"
+        return (f"{self.out} and {self.out.with_suffix('.json').name} hold the checkpoint of step {self.written} "
+                f"(lineage eval {self.out})")
+
+
+def _train(args, run: _Run) -> int:
+    from lineage.files import output_problem
     from lineage.presets import get_preset
-    out = Path(args.output)
+    out = run.out
     try:
         cfg = get_preset(args.preset)                     # an unknown name raises with the known ones
         if cfg.shape_only:
             raise ValueError(f"preset {args.preset!r} is shape-only (arithmetic); train a runnable one, e.g. tiny-kda")
         spec = _task_spec(args.task, {k: getattr(args, k) for k in ("pairs", "pairs_min", "segments", "key_pool", "mix", "gone")})
-        if args.steps < 1 or args.batch < 1 or not args.lr > 0 or args.warmup < 0 or args.checkpoint_every < 1 \
-                or (args.stop_after is not None and args.stop_after < 1) or args.eval_sequences < 1 \
-                or (args.time_limit or 1) <= 0:
-            raise ValueError("--steps, --batch, --checkpoint-every, --stop-after and --eval-sequences must be at least 1, "
-                             "--lr and --time-limit above 0, --warmup >= 0")
+        _check_train_args(args)
+        _check_sizes(spec, [("--batch", args.batch, None),
+                            ("--eval-sequences", args.eval_sequences, list(ARENA_PAIRS) if spec.name == "mqar" else None)])
         if out.suffix != ".safetensors":
             raise ValueError(f"{out}: the output must end in .safetensors")
-        if not out.parent.is_dir():
-            raise ValueError(f"{out.parent}: no such directory")
+        for target in (out, out.with_suffix(".json")):    # before the model is built: fail in milliseconds
+            problem = output_problem(target, (), args.force)
+            if problem is not None:
+                raise ValueError(f"{target}: {problem}")
         if spec.name != "text":              # one sequence now: sizes the task cannot draw fail here, in one line
             import numpy as np
             from lineage.training.tasks import batch as draw_one
@@ -108,8 +164,8 @@ def train(args) -> int:
     from lineage import __version__
     from lineage.model import LM
     from lineage.training import checkpoint
-    from lineage.training.loop import TrainSettings
-    from lineage.training.loop import train as run
+    from lineage.training.loop import Diverged, TrainSettings
+    from lineage.training.loop import train as train_loop
     corpus = None
     if spec.name == "text":
         from lineage.training.corpus import corpus as load_corpus
@@ -137,29 +193,75 @@ def train(args) -> int:
     t0 = time.perf_counter()
 
     def save(step: int, final: dict | None = None) -> None:
+        """The first write of this run replaces a file only with --force; later ones replace its own."""
         stop = "" if step == st.steps else f" --stop-after {step}"
         checkpoint.save(model, out, {**meta, "command": command.replace("{stop}", stop), "steps_done": step,
                                      "wall_s": round(time.perf_counter() - t0, 1),
-                                     **({"metrics": final} if final else {})}, fp16=not args.fp32)
+                                     **({"metrics": final} if final else {})},
+                        fp16=not args.fp32, force=args.force or run.written is not None,
+                        published=lambda: setattr(run, "written", step))
+
+    def stopped(step: int, why: str) -> int:
+        return _fail("train", f"{out}: step {step}: {why}; {run.kept()}")
 
     with _Progress(st.steps if st.stop_after is None else min(st.steps, st.stop_after)) as bar:
-        train_metrics = run(model, spec, st, device, corpus, on_step=bar.update, on_checkpoint=save,
-                            checkpoint_every=args.checkpoint_every, time_limit=args.time_limit)
+        def on_step(step: int, loss: float, acc: float, tokens: int) -> None:
+            run.step = step + 1
+            bar.update(step, loss, acc, tokens)
+
+        def on_checkpoint(step: int) -> None:
+            try:
+                save(step)
+            except (OSError, ValueError) as e:
+                raise _SaveFailed(step, e) from None
+
+        run.phase = "training"
+        try:
+            train_metrics = train_loop(model, spec, st, device, corpus, on_step=on_step, on_checkpoint=on_checkpoint,
+                                       checkpoint_every=args.checkpoint_every, time_limit=args.time_limit)
+        except Diverged as e:
+            return stopped(e.step + 1, f"the {e.what} is {e.value} (try a lower --lr than {st.lr:g})")
+        except _SaveFailed as e:
+            return stopped(e.step, _save_problem(e.error))
     done = train_metrics["steps_done"]
+    run.phase = "while scoring the trained model"
     from lineage.training.evaluate import evaluate
     wall = time.perf_counter() - t0
     model_eval = model
-    if not args.fp32:                       # score what is shipped: the float16 weights, read back
-        save(done)
-        model_eval, _ = checkpoint.load(out, device)
+    try:
+        save(done)                              # the weights now: a Ctrl-C while scoring keeps them
+        if not args.fp32:                       # score what is shipped: the float16 weights, read back
+            model_eval, _ = checkpoint.load(out, device)
+    except (OSError, ValueError) as e:
+        return stopped(done, _save_problem(e))
     pairs = list(ARENA_PAIRS) if spec.name == "mqar" else None
     metrics = {**train_metrics, **evaluate(model_eval, spec, seed=1234, pairs=pairs, sequences=args.eval_sequences,
                                                  device=device, corpus=corpus)}
     meta["wall_s"] = round(wall, 1)
     meta["tokens_per_s"] = round(bar.tokens / wall)
-    save(done, metrics)
+    run.phase = "while writing the metrics"
+    try:
+        save(done, metrics)
+    except (OSError, ValueError) as e:
+        return stopped(done, _save_problem(e))
     print(f"{out}: {_headline(metrics)}  ({wall:.0f} s, {meta['tokens_per_s']:,} tokens/s on {meta['device_name']})")
     return 0
+
+
+class _SaveFailed(Exception):
+    """A checkpoint the loop asked for could not be written: carried out of the loop to one line."""
+
+    def __init__(self, step: int, error: Exception):
+        super().__init__(step, error)
+        self.step, self.error = step, error
+
+
+def _save_problem(e: Exception) -> str:
+    if isinstance(e, OSError):
+        name = f"{e.filename}: " if e.filename else ""
+        return f"cannot write the checkpoint: {name}{e.strerror or e}"
+    hint = " (train with --fp32 or a lower --lr)" if "float16" in str(e) else " (try a lower --lr)"
+    return f"not saved: {e}{hint}"
 
 
 class _Progress:
@@ -213,23 +315,37 @@ def _pairs(text: str | None) -> list[int] | None:
         vals = [int(p) for p in text.split(",") if p.strip()]
     except ValueError:
         raise ValueError(f"--pairs takes whole numbers separated by commas, got {text!r}") from None
-    if not vals or any(not 1 <= v <= 125 for v in vals):
-        raise ValueError(f"--pairs: each count must be in 1..125, got {text!r}")
+    from lineage.training.tasks import KEY_IDS
+    if not vals or any(not 1 <= v <= len(KEY_IDS) for v in vals):
+        raise ValueError(f"--pairs: each count must be in 1..{len(KEY_IDS)}, got {text!r}")
     return vals
 
 
 def evaluate(args) -> int:
     try:
-        if args.sequences < 1:
-            raise ValueError("--sequences must be at least 1")
+        return _evaluate(args)
+    except KeyboardInterrupt:
+        print(f"lineage eval: {args.checkpoint}: interrupted; nothing was written", file=sys.stderr)
+        return 130
+
+
+def _evaluate(args) -> int:
+    try:
+        _check_seed(args.seed)
         pairs = _pairs(args.pairs)
+        from lineage.files import kind_of
         from lineage.training import checkpoint
+        try:
+            mode = os.stat(args.checkpoint).st_mode
+        except OSError:
+            raise ValueError(f"{args.checkpoint}: no such file") from None
         if not Path(args.checkpoint).is_file():
-            raise ValueError(f"{args.checkpoint}: no such file")
+            raise ValueError(f"{args.checkpoint}: is {kind_of(mode)}, not a checkpoint file (eval takes OUT.safetensors)")
         meta = checkpoint.read_sidecar(args.checkpoint)
         trained = meta.get("task")
         name = args.task or trained
         spec = _task_spec(name, {}, meta.get("task_params") if name == trained else None)
+        _check_sizes(spec, [("--sequences", args.sequences, pairs)])
         model, meta = checkpoint.load(args.checkpoint)
         corpus = None
         if spec.name == "text":
@@ -303,8 +419,12 @@ def _state(preset: str) -> str:
 
 
 def arena(args) -> int:
-    if args.sequences < 1:
-        return _fail("arena", "--sequences must be at least 1")
+    from lineage.training.tasks import TaskSpec
+    try:
+        _check_seed(args.seed)
+        _check_sizes(TaskSpec("mqar"), [("--sequences", args.sequences, list(ARENA_PAIRS))])
+    except ValueError as e:
+        return _fail("arena", str(e))
     try:
         rows = arena_rows(args.seed, args.sequences)
     except ValueError as e:

@@ -37,6 +37,15 @@ class TrainSettings:
         return self.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * min(t, 1.0))))
 
 
+class Diverged(ValueError):
+    """The loss or the gradient at a step was NaN or inf. Raised before that step's update, so the
+    model keeps the weights it had (and on_checkpoint never saw broken ones)."""
+
+    def __init__(self, step: int, what: str, value: float):
+        super().__init__(f"step {step + 1}: the {what} is {value}")
+        self.step, self.what, self.value = step, what, value     # step: 0-based, as on_step counts
+
+
 def to_device(b: Batch, device) -> dict:
     out = {k: torch.from_numpy(getattr(b, k)).to(device) for k in ("ids", "targets", "mask")}
     out["sep"] = None if b.sep is None else torch.from_numpy(b.sep).to(device)
@@ -92,7 +101,8 @@ def train(model, spec: TaskSpec, st: TrainSettings, device, corpus=None, on_step
     """Train in place. on_step(step, loss, acc, tokens) after every step; on_checkpoint(step)
     every `checkpoint_every` steps. Past `time_limit` seconds it stops where it is: the result
     says how many steps were done, and `stop_after` that many reproduces it. Returns that
-    count and the last 50 steps' mean loss and accuracy."""
+    count and the last 50 steps' mean loss and accuracy. Diverged at the first NaN or inf loss
+    or gradient, before it reaches the weights."""
     t0 = time.perf_counter()
     last = st.steps if st.stop_after is None else min(st.steps, st.stop_after)
     rng = np.random.default_rng([st.seed, 0])          # data stream; the init was seeded by the caller
@@ -112,10 +122,17 @@ def train(model, spec: TaskSpec, st: TrainSettings, device, corpus=None, on_step
             loss, right, _ = scored(model, b)
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), st.grad_clip)
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), st.grad_clip)
+            # one read back from the device per step (counts are exact in float32: a batch is < 2**24 tokens)
+            l, n, hit, asked = torch.stack([loss.detach().float(), norm.float(), right.sum().float(),
+                                            b["mask"].sum().float()]).tolist()
+            if not math.isfinite(l):                 # one update with it would make every weight NaN
+                raise Diverged(step, "loss", l)
+            if not math.isfinite(n):
+                raise Diverged(step, "gradient norm", n)
             opt.step()
             balance.rebalance(st.balance_rate)
-            l, a = loss.item(), right.sum().item() / max(1, b["mask"].sum().item())
+            a = hit / max(1, asked)
             recent = (recent + [(l, a)])[-50:]
             if on_step is not None:
                 on_step(step, l, a, b["ids"].numel())

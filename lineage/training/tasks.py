@@ -17,7 +17,7 @@ a key. numpy only, so scenarios can draw the same sequences without torch.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -60,6 +60,75 @@ TASKS = ("mqar", "segmented", "two_timescales", "text")
 DEFAULTS = {"mqar": TaskSpec("mqar", pairs=16), "segmented": TaskSpec("segmented", pairs=12, segments=8),
             "two_timescales": TaskSpec("two_timescales", pairs=6, segments=8, key_pool=16),
             "text": TaskSpec("text", length=256)}
+
+# Bounds, checked before anything is drawn. A batch's logits alone are tokens x 256 floats, so
+# MAX_TOKENS (1 GiB of float32 logits) keeps any one forward within what a laptop or a GPU
+# holds, at 32 times the shipped runs' 128 x 256; MAX_LENGTH is one sequence of any task.
+MAX_LENGTH = 2048
+MAX_TOKENS = 1 << 20
+_COUNTS = {"pairs": 1, "pairs_min": 0, "segments": 1, "key_pool": 1, "length": 1, "gone": 0}   # name -> least
+
+
+def sequence_length(spec: TaskSpec, pairs: list[int] | None = None) -> int:
+    """Tokens in the longest sequence the task draws (mqar and text with MQAR mixed in: at the
+    largest of `pairs`, default spec.pairs), by arithmetic: nothing is drawn."""
+    n = max(pairs) if pairs else spec.pairs
+    if spec.name == "segmented":
+        return spec.segments * (2 * spec.pairs + 1) + 2 * (spec.pairs + spec.gone)   # pairs, separators, '?'
+    if spec.name == "two_timescales":
+        return 5 + spec.segments * (4 * spec.pairs + 1)        # '#' fact, blocks (| pairs queries), | '#' fact
+    if spec.name == "text":
+        return max(spec.length, 4 * n if spec.mix > 0 else 0)
+    return 4 * n
+
+
+def make_spec(name, params: dict, flag=str) -> TaskSpec:
+    """The task `name` with `params` over its defaults, every value checked for type and range
+    (ValueError naming it as flag(key), e.g. '--pairs-min' or 'pairs_min'), so a sidecar or a
+    command line cannot ask for a task that fails, or draws without end, once training has begun."""
+    if not isinstance(name, str) or name not in TASKS:
+        raise ValueError(f"unknown task {name!r} (one of {', '.join(TASKS)})")
+    if not isinstance(params, dict):
+        raise ValueError(f"task parameters must be a mapping, got {type(params).__name__}")
+    known = [f for f in TaskSpec.__dataclass_fields__ if f != "name"]
+    for k, v in params.items():
+        if k not in known:
+            raise ValueError(f"unknown task parameter {k!r} (known: {', '.join(known)})")
+        if k == "mix":
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
+                raise ValueError(f"{flag(k)} must be a number in [0, 1], got {v!r}")
+        elif isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"{flag(k)} must be a whole number, got {v!r}")
+    spec = replace(DEFAULTS[name], **params)
+    for k, least in _COUNTS.items():
+        most = MAX_LENGTH if k == "length" else len(KEY_IDS)
+        if not least <= getattr(spec, k) <= most:
+            raise ValueError(f"{flag(k)} must be in {least}..{most}, got {getattr(spec, k)}")
+    if spec.pairs_min > spec.pairs:
+        raise ValueError(f"{flag('pairs_min')} {spec.pairs_min} is more than {flag('pairs')} {spec.pairs}")
+    if name == "segmented" and spec.pairs * spec.segments > len(KEY_IDS):
+        raise ValueError(f"segmented needs pairs x segments <= {len(KEY_IDS)} fresh keys, "
+                         f"got {spec.pairs} x {spec.segments}")
+    if name == "segmented" and spec.gone and (spec.segments < 2 or spec.gone > spec.pairs):
+        raise ValueError(f"segmented: {spec.gone} gone keys need that many pairs in the segment before the last, "
+                         f"which has {spec.pairs if spec.segments > 1 else 0}")
+    if name == "two_timescales" and spec.pairs > spec.key_pool:
+        raise ValueError(f"two_timescales needs pairs <= key_pool, got {spec.pairs}, {spec.key_pool}")
+    if sequence_length(spec) > MAX_LENGTH:
+        raise ValueError(f"a {name} sequence of these sizes is {sequence_length(spec):,} tokens; "
+                         f"the limit is {MAX_LENGTH:,}")
+    return spec
+
+
+def batch_problem(spec: TaskSpec, n: int, flag: str, pairs: list[int] | None = None) -> str | None:
+    """Why `n` sequences of `spec` at once are too many (or too few), or None."""
+    if n < 1:
+        return f"{flag} must be at least 1, got {n}"
+    T = sequence_length(spec, pairs)
+    if n * T > MAX_TOKENS:
+        return (f"{flag} {n:,} is {n * T:,} tokens at once (sequences of {T:,}); the limit is {MAX_TOKENS:,} "
+                f"tokens, so {flag} {MAX_TOKENS // T:,} at most here")
+    return None
 
 
 def _distinct(rng: np.random.Generator, B: int, pool: int, n: int) -> np.ndarray:

@@ -162,9 +162,110 @@ def test_save_load_round_trip_and_stale_config(tmp_path):
     loaded, side = checkpoint.load(tmp_path / "m.safetensors")
     assert side["task"] == "mqar" and not list(tmp_path.glob("*.partial"))
     assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), model.state_dict().values()))
-    (tmp_path / "m.json").write_text(json.dumps({**meta, "config_hash": "0" * 16}))
+    checkpoint.save(model, tmp_path / "m.safetensors", {**meta, "config_hash": "0" * 16}, force=True)
     with pytest.raises(ValueError, match="another version of preset"):
         checkpoint.load(tmp_path / "m.safetensors")
+
+
+def test_the_weights_carry_their_recipe_and_refuse_another_sidecar(tmp_path, monkeypatch):
+    """Issue 26: a run killed between publishing the weights and the sidecar leaves new weights
+    beside the old sidecar; the recipe inside the weights tells them apart."""
+    torch.manual_seed(0)
+    model = LM(get_preset("tiny-linear"))
+    path = tmp_path / "m.safetensors"
+    meta = {"preset": "tiny-linear", "config_hash": checkpoint.config_hash(model.cfg), "steps_done": 1}
+    checkpoint.save(model, path, meta)
+    assert checkpoint.embedded_recipe(path) == meta and checkpoint.read_sidecar(path) == meta
+    with pytest.raises(FileExistsError):                          # no replacing without force
+        checkpoint.save(model, path, {**meta, "steps_done": 2})
+    assert checkpoint.read_sidecar(path)["steps_done"] == 1
+    real = checkpoint.write_new
+
+    def killed_before_the_sidecar(target, data, force=False):
+        if Path(target).suffix == ".json":
+            raise SystemExit("killed")
+        real(target, data, force)
+    monkeypatch.setattr(checkpoint, "write_new", killed_before_the_sidecar)
+    with pytest.raises(SystemExit):
+        checkpoint.save(model, path, {**meta, "steps_done": 2}, force=True)
+    monkeypatch.undo()
+    assert checkpoint.embedded_recipe(path)["steps_done"] == 2     # the new weights, the old sidecar
+    with pytest.raises(ValueError, match=r"m\.json does not belong to .*m\.safetensors.*steps_done 2.*says 1"):
+        checkpoint.load(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "m.safetensors"]   # no temporaries
+
+
+def test_a_ctrl_c_while_publishing_waits_until_the_pair_is_whole(tmp_path, monkeypatch):
+    import os
+    import signal
+    model = LM(get_preset("tiny-linear"))
+    path, meta = tmp_path / "m.safetensors", {"preset": "tiny-linear", "steps_done": 1}
+    real = checkpoint.write_new
+
+    def interrupted(target, data, force=False):
+        os.kill(os.getpid(), signal.SIGINT)         # Ctrl-C while the first file is being published
+        real(target, data, force)
+    monkeypatch.setattr(checkpoint, "write_new", interrupted)
+    published = []
+    with pytest.raises(KeyboardInterrupt):
+        checkpoint.save(model, path, meta, published=lambda: published.append(True))
+    assert published == [True] and checkpoint.read_sidecar(path) == checkpoint.embedded_recipe(path) == meta
+
+
+def test_shipped_checkpoints_have_no_embedded_recipe_and_still_load():
+    """Saved before the weights carried their recipe: the sidecar is trusted as it is."""
+    shipped = Path(__file__).resolve().parents[2] / "scenarios" / "weights" / "tiny-deltanet-mqar.safetensors"
+    assert checkpoint.embedded_recipe(shipped) is None
+    _, meta = checkpoint.load(shipped)
+    assert meta["preset"] == "tiny-deltanet"
+
+
+def test_save_refuses_non_finite_weights_and_writes_nothing(tmp_path):
+    model = LM(get_preset("tiny-linear"))
+    with torch.no_grad():
+        model.wte.weight[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="wte.weight holds NaN"):
+        checkpoint.save(model, tmp_path / "m.safetensors", {"preset": "tiny-linear"})
+    with torch.no_grad():
+        model.wte.weight[0, 0] = 1e6                            # finite, but not in float16
+    with pytest.raises(ValueError, match="float16"):
+        checkpoint.save(model, tmp_path / "m.safetensors", {"preset": "tiny-linear"})
+    checkpoint.save(model, tmp_path / "m.safetensors", {"preset": "tiny-linear"}, fp16=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "m.safetensors"]
+
+
+def test_the_loop_stops_before_a_non_finite_update():
+    from lineage.training.loop import Diverged
+    torch.manual_seed(0)
+    model = LM(get_preset("tiny-linear"))
+    saved = []
+    with pytest.raises(Diverged) as e:
+        train(model, TaskSpec("mqar", pairs=4), TrainSettings(steps=30, batch=4, lr=1e30, warmup=1),
+              torch.device("cpu"), on_checkpoint=saved.append, checkpoint_every=1)
+    assert e.value.what in ("loss", "gradient norm") and not math.isfinite(e.value.value)
+    assert saved == list(range(1, e.value.step + 1)) and e.value.step >= 1
+    assert all(torch.isfinite(t).all() for t in model.state_dict().values())    # the bad step never applied
+
+
+@pytest.mark.parametrize("spec", [TaskSpec("mqar", pairs=7), TaskSpec("segmented", pairs=3, segments=5, gone=2),
+                                  TaskSpec("segmented", pairs=12, segments=8),
+                                  TaskSpec("two_timescales", pairs=6, segments=8, key_pool=16)])
+def test_sequence_length_is_what_the_task_draws(spec):
+    from lineage.training.tasks import batch, sequence_length
+    assert batch(spec, np.random.default_rng(0), 2).ids.shape[1] == sequence_length(spec)
+
+
+@pytest.mark.parametrize("params,needle", [
+    ({"pairs": "4"}, "whole number"), ({"pairs": True}, "whole number"), ({"nope": 1}, "unknown task parameter"),
+    ({"pairs": 0}, "1..124"), ({"pairs_min": 8, "pairs": 4}, "more than"), ({"mix": float("nan")}, "[0, 1]"),
+    ({"segments": 100, "pairs": 6}, "limit is 2,048"),
+])
+def test_make_spec_checks_types_and_ranges(params, needle):
+    from lineage.training.tasks import make_spec
+    name = "two_timescales" if "segments" in params else "text" if "mix" in params else "mqar"
+    with pytest.raises(ValueError) as e:
+        make_spec(name, params)
+    assert needle in str(e.value)
 
 
 def test_train_then_eval_on_the_cli(tmp_path, capsys):
