@@ -18,8 +18,8 @@ from textual import events
 from tests.tui.test_app import SC, run, settle
 from tui.app import LineageApp
 from tui.cli import main
-from tui.panels.captions import CaptionsPanel
 from tui.command_palette import Palette
+from tui.panels.captions import CaptionsPanel
 from tui.screens.ask import AskScreen
 from tui.screens.error import ErrorScreen
 from tui.screens.help import HelpScreen
@@ -34,6 +34,13 @@ def cache_dir(tmp_path, monkeypatch):
     where = tmp_path / "cache"
     monkeypatch.setenv("LINEAGE_CACHE_DIR", str(where))
     return where
+
+
+def published(where: Path) -> bool:
+    """One trace-cache entry under LINEAGE_CACHE_DIR `where` (in whatever folder the cache keeps
+    to), and no partial left: the session was closed and its frames kept."""
+    return len(list(where.rglob("*.trace"))) == 1 and not [
+        p for p in where.rglob("*") if p.suffix in (".partial", ".tmp") or ".tmp" in p.name]
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +79,7 @@ def test_quitting_while_playing_exits_cleanly_and_publishes_the_cache(faster, ca
         return app
     app = run(go())
     assert app.return_code == 0
-    assert len(list(cache_dir.glob("*.trace"))) == 1            # the session's close published it
-    assert not list(cache_dir.glob("*.tmp*"))
+    assert published(cache_dir)                                # the session's close published it
 
 
 class LateCursor:
@@ -216,11 +222,10 @@ def test_a_flood_of_keys_leaves_the_app_running(seed, trace, tmp_path):
                 await pilot.press("escape")
             assert len(app.screen_stack) == 1
             app.screen.stop()
-            await settle(pilot, app)
-            at = app.index
             await pilot.press("home")
             await settle(pilot, app, 0)
-            assert at >= 0
+            await pilot.press("n")
+            await settle(pilot, app, 1)
     run(go())
 
 
@@ -285,4 +290,71 @@ def test_a_signal_ends_the_app_the_normal_way(signame, tmp_path):
     assert b"\x1b[?1000l" in after, "mouse reporting is still on"
     assert "Traceback" not in text and "Error" not in text, text[-2000:]
     assert rc == 128 + sig, rc
-    assert len(list(cache.glob("*.trace"))) == 1 and not list(cache.glob("*.tmp*"))
+    assert published(cache)
+
+
+# -- 4. a caption as long as the schema allows ----------------------------------------------
+
+LONG = " ".join(f"w{i:03d}" for i in range(400))      # 1,999 characters, 400 numbered words
+
+
+@pytest.fixture
+def long_caption(tmp_path):
+    """The random-weights tour with its first caption (steps 1-4) as long as the schema allows."""
+    from lineage.scenario.schema import Caption
+    assert len(LONG) <= Caption.model_fields["text"].metadata[-1].max_length
+    first = ('text: "Each step feeds one byte. The state panel shows KDA layer 0, head 0: a 32 x 32 matrix, '
+             'the whole memory of that head."')
+    text = (SC / "tour_random.yaml").read_text()
+    assert first in text
+    path = tmp_path / "long.yaml"
+    path.write_text(text.replace(first, f'text: "{LONG}"'))
+    return path
+
+
+def words_on_screen(app) -> set[str]:
+    from tests.tui.test_classroom import screen_text
+    return set(re.findall(r"\bw\d{3}\b", screen_text(app)))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)])
+def test_a_caption_of_2000_characters_can_be_read_whole(size, long_caption, cache_dir):
+    everything = set(LONG.split())
+
+    async def go():
+        app = LineageApp(str(long_caption))
+        async with app.run_test(size=size) as pilot:
+            await settle(pilot, app, 0)
+            bar = app.query_one(CaptionsPanel)
+            grid = app.screen.query_one("#panels")
+            for _ in range(50):                       # the bar's height, and the refit that follows it
+                if bar.size.height > 3 and (size[1] < 50 or grid.virtual_size.height <= grid.size.height):
+                    break
+                await pilot.pause(0.1)
+            seen = words_on_screen(app)
+            if size == (160, 50):                     # room enough: all of it at once
+                assert seen == everything, sorted(everything - seen)[:10]
+                assert not str(bar.border_subtitle or "")
+                assert grid.has_class("-fill") and grid.virtual_size.height <= grid.size.height
+                return
+            # too long for the bar here: its border says so, and down shows the rest
+            assert "-" in str(bar.border_subtitle) and "scroll" in str(bar.border_subtitle)
+            assert "w000" in seen and seen != everything
+            assert bar.region.bottom <= size[1] - 2         # above the status line and the keys
+            for _ in range(10):
+                await pilot.press("down")
+                await pilot.pause(0.1)
+                seen |= words_on_screen(app)
+                if seen == everything:
+                    break
+            assert seen == everything, sorted(everything - seen)[:10]
+            assert f"of {bar.virtual_size.height}" in str(bar.border_subtitle)
+            await pilot.press("up")
+            await pilot.pause(0.1)
+            assert bar.scroll_y > 0
+            # the next caption is read from its first line
+            app.request(4)
+            await settle(pilot, app, 4)
+            await pilot.pause(0.1)
+            assert bar.scroll_y == 0 and not str(bar.border_subtitle or "")
+    run(go())

@@ -13,6 +13,7 @@ KEYS = """\
   p  left   previous token            home end  first / last step
   +  -      faster / slower           g         go to a step
   {  }      previous / next caption (its step)
+  up down   scroll a caption longer than its bar (its border says)
   speeds: 1, 2, 5, 10, 20 steps/s, max; click the timeline to jump
 [b]Panels[/b]
   tab       focus the next panel      m         maximise / restore

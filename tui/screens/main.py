@@ -26,6 +26,7 @@ from .. import served
 from ..loader import Unopened, open_for_app
 from ..panels import default_panels, docked, make_panel
 from ..panels.base import Panel
+from ..panels.captions import CaptionsPanel
 from ..player import Player, StepFailed
 from ..widgets.loading import Loading
 from ..widgets.keys_footer import KeysFooter
@@ -66,6 +67,9 @@ class MainScreen(Screen):
         Binding("less_than_sign", "pick('head', -8)", "head-8", show=False),
         Binding("greater_than_sign", "pick('head', 8)", "head+8", show=False),
         Binding("t", "pick('quantity', 1)", "S/dS/err", show=False),
+        # a caption longer than its bar (its border says so) scrolls, whatever has the focus
+        Binding("down", "scroll_caption(1)", "caption down", show=False),
+        Binding("up", "scroll_caption(-1)", "caption up", show=False),
         Binding("question_mark,f1", "help", "help"),
         Binding("q", "app.quit", "quit"),
         Binding("escape", "escape", "cancel / restore", show=False),
@@ -437,6 +441,10 @@ class MainScreen(Screen):
         for w in (before, now):
             if isinstance(w, Panel):
                 self.call_after_refresh(w.redraw)
+
+    def action_scroll_caption(self, pages: int) -> None:
+        for bar in self.query(CaptionsPanel):
+            bar.scroll_note(pages)
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen())
