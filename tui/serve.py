@@ -101,6 +101,18 @@ class _AppProcess(AppService):
         if self._process is not None and self._process.returncode is None:
             self._process.kill()
 
+    async def end(self, grace: float) -> None:
+        """SIGTERM (the app quits as on `q`: its session publishes the frames it kept), then
+        SIGKILL if it has not gone within `grace` seconds."""
+        process = self._process
+        if process is None or process.returncode is not None:
+            return
+        try:
+            process.terminate()
+            await asyncio.wait_for(process.wait(), timeout=grace)
+        except (asyncio.TimeoutError, ProcessLookupError):
+            self.kill()
+
 
 class GuardedServer(Server):
     def __init__(self, argv: list[str], *, host: str, port: int, root: str, token: str | None = None,
@@ -232,8 +244,8 @@ class GuardedServer(Server):
         print("  Ctrl+C to stop", flush=True)
 
     async def on_shutdown(self, app: web.Application) -> None:
-        for service in list(self.apps):       # SIGTERM / Ctrl+C: no app process outlives the server
-            service.kill()
+        # SIGTERM / Ctrl+C: every app quits cleanly if it can, and none outlives the server
+        await asyncio.gather(*(service.end(3.0) for service in list(self.apps)), return_exceptions=True)
 
     def initialize_logging(self) -> None:
         """textual-serve logs tracebacks with their local variables; keep warnings only."""

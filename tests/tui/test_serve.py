@@ -233,3 +233,55 @@ def test_served_app_open_outside_root_reads_nothing(tmp_path, monkeypatch):
             assert app.cursor is not None           # still showing what it had
     asyncio.run(go())
     assert "/etc/passwd" not in opened and opened
+
+
+def test_served_apps_publish_their_cache_when_the_browser_or_server_leaves(tmp_path):
+    """A browser that leaves while its app plays, and a server stopped with a browser on it: each
+    app quits as on `q`, so its frames become a cache entry and no partial is left (a served app
+    used to crash on quitting while playing, leaving hundreds of MB of .partial files)."""
+    cache = tmp_path / "cache"
+    port = _free_port()
+    env = dict(os.environ, LINEAGE_CACHE_DIR=str(cache),
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "serve", "fig5_gating", "--port", str(port)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        token = re.search(r"\?token=(\S+)", proc.stdout.readline()).group(1)
+        for _ in range(300):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        served = {"port": port, "token": token}
+
+        async def play_and_leave(stop_server: bool) -> list[int]:
+            url, headers = _ws(served)
+            async with aiohttp.ClientSession() as s:
+                async with s.ws_connect(url, headers=headers) as ws:
+                    got, deadline = 0, time.monotonic() + 60
+                    while got < 20000 and time.monotonic() < deadline:
+                        msg = await ws.receive(timeout=deadline - time.monotonic())
+                        got += len(msg.data) if msg.type in (aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT) else 0
+                    await ws.send_json(["stdin", " "])          # play
+                    await asyncio.sleep(3)
+                    kids = _children(proc.pid)
+                    if stop_server:
+                        proc.send_signal(signal.SIGTERM)
+                        await asyncio.sleep(0.5)
+                    return kids
+
+        def entries(pattern):
+            return list((cache / "lineage-trace-cache").glob(pattern)) if cache.exists() else []
+
+        for stop_server in (False, True):
+            for old in entries("*.trace"):
+                old.unlink()
+            kids = asyncio.run(play_and_leave(stop_server))
+            deadline = time.monotonic() + 20
+            while any(_alive(k) for k in kids) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert kids and not any(_alive(k) for k in kids)
+            assert len(entries("*.trace")) == 1 and entries("*.partial") == [], (stop_server, proc.stdout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
