@@ -75,7 +75,7 @@ def small_fs(tmp_path):
         where = tmp_path / f"small{len(mounted)}"
         where.mkdir()
         if _shutil.which("mount") is None or os.geteuid() != 0 or _subprocess.run(
-                ["mount", "-t", "tmpfs", "-o", f"size={kb}k", "tmpfs", str(where)], capture_output=True).returncode:
+                ["mount", "-t", "tmpfs", "-o", f"size={kb}k,mode=0700", "tmpfs", str(where)], capture_output=True).returncode:
             _pytest.skip("no small file system here (mounting a tmpfs needs root)")
         mounted.append(where)
         return where

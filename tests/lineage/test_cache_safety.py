@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -186,51 +185,34 @@ def test_a_directory_of_another_user_is_not_used(base, tour, monkeypatch):
 
 # -- 4. a cache that cannot be written --------------------------------------------------------
 
-@contextmanager
-def mounted(where: Path, size: str):
-    """A tmpfs of `size` at `where` (mode 0700, as a user's cache directory is), or a skip."""
-    where.mkdir()
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("a small file system needs root to mount")
-    run = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(where)],
-                         capture_output=True, text=True)
-    if run.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {run.stderr.strip()}")
-    try:
-        yield where
-    finally:
-        if subprocess.run(["umount", str(where)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(where)], capture_output=True)
-
-
 def _used(where: Path) -> int:
     st = os.statvfs(where)
     return (st.f_blocks - st.f_bfree) * st.f_frsize
 
 
-def test_snapshot_with_a_full_cache_disk(tmp_path, capsys, monkeypatch):
-    with mounted(tmp_path / "small", "1m") as small:      # 30 tour frames are 3.6 MB
-        monkeypatch.setenv("LINEAGE_CACHE_DIR", str(small))
-        out = tmp_path / "a.txt"
-        assert main(["snapshot", str(TOUR), "--step", "30", "-o", str(out)]) == 0
-        err = capsys.readouterr().err
-        assert "Traceback" not in err and "step 30 / 1000" in out.read_text()
-        assert sorted(p.name for p in (small / cache.FOLDER).iterdir()) == ["CACHEDIR.TAG"]   # nothing left
-        assert _used(small) < 64 << 10                     # the disk is not kept full
-        assert "No space left on device" in cache.cache_problem()
+def test_snapshot_with_a_full_cache_disk(tmp_path, capsys, monkeypatch, small_fs):
+    small = small_fs(1024)      # 30 tour frames are 3.6 MB
+    monkeypatch.setenv("LINEAGE_CACHE_DIR", str(small))
+    out = tmp_path / "a.txt"
+    assert main(["snapshot", str(TOUR), "--step", "30", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "step 30 / 1000" in out.read_text()
+    assert sorted(p.name for p in (small / cache.FOLDER).iterdir()) == ["CACHEDIR.TAG"]   # nothing left
+    assert _used(small) < 64 << 10                     # the disk is not kept full
+    assert "No space left on device" in cache.cache_problem()
 
 
-def test_the_app_steps_on_when_the_cache_disk_fills_and_frees(tmp_path, tour, monkeypatch):
-    with mounted(tmp_path / "small", "1m") as small:
-        monkeypatch.setenv("LINEAGE_CACHE_DIR", str(small))
-        s = cache.caching_session(tour)
-        s.frame(20)                                        # the disk filled on the way
-        assert any("No space left on device" in n for n in s.notes)
-        assert not list((small / cache.FOLDER).glob("*.partial"))      # abandoned at once: space freed
-        for i in range(21, 90):                            # every step past it
-            assert s.frame(i).step == i
-        s.close()
-        assert sorted(p.name for p in (small / cache.FOLDER).iterdir()) == ["CACHEDIR.TAG"]
+def test_the_app_steps_on_when_the_cache_disk_fills_and_frees(tmp_path, tour, monkeypatch, small_fs):
+    small = small_fs(1024)
+    monkeypatch.setenv("LINEAGE_CACHE_DIR", str(small))
+    s = cache.caching_session(tour)
+    s.frame(20)                                        # the disk filled on the way
+    assert any("No space left on device" in n for n in s.notes)
+    assert not list((small / cache.FOLDER).glob("*.partial"))      # abandoned at once: space freed
+    for i in range(21, 90):                            # every step past it
+        assert s.frame(i).step == i
+    s.close()
+    assert sorted(p.name for p in (small / cache.FOLDER).iterdir()) == ["CACHEDIR.TAG"]
 
 
 def test_a_full_disk_mid_frame_abandons_the_entry(base, tour, monkeypatch):
@@ -255,12 +237,12 @@ def test_a_full_disk_mid_frame_abandons_the_entry(base, tour, monkeypatch):
     assert sorted(p.name for p in (base / cache.FOLDER).iterdir()) == ["CACHEDIR.TAG"]
 
 
-def test_a_recording_the_user_asked_for_still_reports_its_full_disk(tmp_path, capsys, monkeypatch):
+def test_a_recording_the_user_asked_for_still_reports_its_full_disk(tmp_path, capsys, monkeypatch, small_fs):
     monkeypatch.setenv("LINEAGE_CACHE_DIR", "off")
-    with mounted(tmp_path / "small", "1m") as small:
-        assert main(["record", str(TOUR), "-o", str(small / "r.trace"), "--steps", "30"]) == 2
-        err = capsys.readouterr().err
-        assert "No space left on device" in err and "Traceback" not in err
+    small = small_fs(1024)
+    assert main(["record", str(TOUR), "-o", str(small / "r.trace"), "--steps", "30"]) == 2
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "Traceback" not in err
 
 
 def test_clearing_the_cache_while_the_app_is_open(base, tour, capsys):

@@ -18,7 +18,6 @@ from lineage.playback.session import Session
 from lineage.playback.store import FrameStore
 from lineage.scenario import load
 
-from test_cache_safety import mounted
 
 TOUR = Path(__file__).resolve().parents[2] / "scenarios" / "tour.yaml"
 
@@ -83,30 +82,30 @@ def test_a_file_size_limit_mid_frame_then_room_again(made, small_store, monkeypa
     assert _same_or_raises(s, made) == 60                # and with the store's fix, none is lost
 
 
-def test_a_full_temporary_directory_then_room_again(made, small_store, tmp_path, monkeypatch):
+def test_a_full_temporary_directory_then_room_again(made, small_store, tmp_path, monkeypatch, small_fs):
     """The report's case on a real file system: TMPDIR fills up, then space is freed."""
-    with mounted(tmp_path / "tmp", "16m") as small:
-        monkeypatch.setattr(tempfile, "tempdir", str(small))
-        s = Session(load(TOUR))
-        fill = os.open(small / "filler", os.O_WRONLY | os.O_CREAT)
+    small = small_fs(16384)
+    monkeypatch.setattr(tempfile, "tempdir", str(small))
+    s = Session(load(TOUR))
+    fill = os.open(small / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
         try:
+            while True:
+                os.write(fill, b"x" * 65536)
+        except OSError:
+            pass
+        os.ftruncate(fill, os.fstat(fill).st_size - 200_000)     # room for a frame and a half
+        for i in range(60):
+            if i == 5:
+                os.ftruncate(fill, 0)                           # space freed
             try:
-                while True:
-                    os.write(fill, b"x" * 65536)
+                s.frame(i)
             except OSError:
                 pass
-            os.ftruncate(fill, os.fstat(fill).st_size - 200_000)     # room for a frame and a half
-            for i in range(60):
-                if i == 5:
-                    os.ftruncate(fill, 0)                           # space freed
-                try:
-                    s.frame(i)
-                except OSError:
-                    pass
-            assert _same_or_raises(s, made) == 60
-        finally:
-            os.close(fill)
-            s.frames.close()
+        assert _same_or_raises(s, made) == 60
+    finally:
+        os.close(fill)
+        s.frames.close()
 
 
 class Failing:

@@ -358,3 +358,24 @@ def test_a_caption_of_2000_characters_can_be_read_whole(size, long_caption, cach
             await pilot.pause(0.1)
             assert bar.scroll_y == 0 and not str(bar.border_subtitle or "")
     run(go())
+
+
+def test_a_full_cache_disk_never_stops_the_app(small_fs, monkeypatch):
+    """The cache's disk fills a few steps in: stepping goes on (every step past 72 used to fail
+    for the rest of the session), the status line says the run's frames are not kept, and
+    nothing of the dropped entry is left on the disk."""
+    disk = small_fs(512)                           # a tour frame is ~70 KB: full within ten steps
+    monkeypatch.setenv("LINEAGE_CACHE_DIR", str(disk))
+
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            assert "trace cache" not in str(app.query_one("#status").render())
+            app.request(29)
+            await settle(pilot, app, 29)
+            assert app.index == 29 and len(app.screen_stack) == 1        # no error dialog
+            status = str(app.query_one("#status").render())
+            assert "trace cache: this run's frames are not kept" in status, status
+    run(go())
+    assert not [p for p in disk.rglob("*") if p.is_file() and p.name != "CACHEDIR.TAG"]

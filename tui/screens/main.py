@@ -84,6 +84,7 @@ class MainScreen(Screen):
         self._jump = 0                 # numbers the step requests, so a late progress report is dropped
         self._early: int | None = None # a step asked for before the file was open: shown first
         self._panels: tuple = (None, ())   # (cursor, its panels): what the step workers prepare for
+        self._notes_shown = 0          # how many of the cursor's notes the status line shows
 
     # -- layout -----------------------------------------------------------------------
     def compose(self):
@@ -156,8 +157,9 @@ class MainScreen(Screen):
             bits.append("replaying a trace (no torch)")
         elif cursor is not None and type(cursor).__name__ == "Warm":
             bits.append("opened on cached frames (LINEAGE_CACHE_DIR=off to make them afresh)")
-        bits += info.get("notes", [])
-        self.query_one("#status", Static).update(" · ".join(bits))
+        notes = _notes(cursor) if cursor is not None else []
+        self._notes_shown = len(notes)
+        self.query_one("#status", Static).update(" · ".join(bits + notes))
 
     # -- opening ----------------------------------------------------------------------
     def open(self, path: str):
@@ -312,6 +314,8 @@ class MainScreen(Screen):
         if timeline.computing is not None and not self.player.pending:
             timeline.progress(None)
         self._update_timeline()
+        if len(_notes(cursor)) != self._notes_shown:    # said while stepping: the trace cache gave up, say
+            self._show_status()
 
     @unless_taken_down                 # stop() calls it, on_unmount's included
     def _update_timeline(self) -> None:
@@ -458,3 +462,13 @@ class MainScreen(Screen):
             return
         from ..snapshot import save_from_app
         save_from_app(self)            # SVG, PNG and text under a fresh name; it says where
+
+
+def _notes(cursor) -> list[str]:
+    """What the cursor has to say (a device fallback, a trace cache that gave up), its session's
+    too when it opened on cached frames and made more later (a Warm cursor)."""
+    notes = list(cursor.info.get("notes", []))
+    session = getattr(cursor, "session", None)
+    if session is not None:
+        notes += [n for n in session.info.get("notes", []) if n not in notes]
+    return notes
