@@ -1,6 +1,7 @@
 """The frame store: every frame comes back bit for bit, whether it was still in memory or read
 back from disk, and memory holds to its budget however many frames are made."""
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -34,19 +35,33 @@ def test_frames_round_trip_past_the_budget():
 
 
 def test_reads_while_a_worker_appends():
-    store, frames = FrameStore(budget=1 << 16), [_frame(i) for i in range(200)]
-    errors = []
+    """The UI reads earlier frames, some in memory and some back from the file, while the
+    stepping worker appends: each read is the frame made, whatever the interleaving."""
+    store, frames = FrameStore(budget=1 << 16), [_frame(i) for i in range(200)]   # ~7 frames in memory
+    errors, read, during = [], set(), []
+    started, done = threading.Event(), threading.Event()
 
     def reader():
-        for _ in range(400):
+        k = 0
+        started.set()
+        while not done.is_set() or k < 400:
             n = len(store)
             if n:
-                i = (n * 7919) % n
+                i = (k * 7919) % n                  # strides over every earlier frame, old and new
                 if store[i] != frames[i]:
                     errors.append(i)
+                read.add(i)
+                if n < len(frames):
+                    during.append(i)
+            k += 1
     t = threading.Thread(target=reader)
     t.start()
+    started.wait()
     for f in frames:
         store.append(f)
+        time.sleep(0)                               # let the reader in between appends
+    done.set()
     t.join()
     assert not errors
+    assert len(read) > 100 and min(read) == 0 and max(read) > 150      # varied, from disk and memory
+    assert len(set(during)) > 10                    # and many of them while the worker appended
