@@ -9,7 +9,7 @@ import typing
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lineage.configs import ModelConfig
