@@ -8,8 +8,10 @@ import numpy as np
 from lineage.playback.session import open_path
 from tui.app import LineageApp
 from tui.panels import PANELS
-from tui.panels.base import Room, Unshowable
+from tui.panels.base import Panel, Room, TextPanel, Unshowable
 from tui.panels.state import StatePanel, StatePanelView
+from tui.widgets.heatmap import Heatmap
+from tui.widgets.text_box import TextBox
 
 from tests.tui.test_app import SC, settle
 
@@ -49,15 +51,32 @@ def test_the_ui_thread_reads_no_frame_while_stepping_and_playing():
     assert ui_reads == []
 
 
-def test_text_form_is_made_from_the_view_the_panel_draws():
-    cur = open_path(str(SC / "tour.yaml"), device="cpu")
-    try:
-        for kind in ("state", "decay", "routing", "depth", "cache", "tokens", "captions"):
-            panel = PANELS[kind]
-            view = panel.prepare(cur, 5, {"kind": kind}, 100)
-            assert panel.lines(view, 100) == panel.text_form(cur, 5, {"kind": kind}, 100)
-    finally:
-        cur.close()
+def test_text_form_is_made_from_the_view_the_panel_draws(monkeypatch):
+    """What `s` and `snapshot` write is what the screen shows: for every panel of the tour, the
+    view its widget drew at a step, through `lines`, is the text form of that step and Room; and
+    a text panel's body (NO_COLOR: its lines, uncoloured) and the state map are that view."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    checked = set()
+
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            app.request(5)
+            await settle(pilot, app, 5)
+            for p in app.query(Panel):
+                drawn, room = p.view, p.room
+                assert p._shown == (app.cursor, 5) and drawn is not None and room.width > 0, p.kind
+                text = p.text_form(app.cursor, 5, room.options, room.width)
+                assert type(p).lines(drawn, room.width) == text, p.kind
+                if type(p).draw is TextPanel.draw:                  # the body is the view's lines
+                    body = p.query_one("#body", TextBox).shown.plain.split("\n")
+                    assert body == type(p).lines(drawn, max(40, p.size.width - 4)), p.kind
+                if isinstance(p, StatePanel):
+                    assert np.array_equal(p.query_one(Heatmap).data, drawn.data)
+                checked.add(p.kind)
+    asyncio.run(go())
+    assert {"state", "decay", "routing", "depth", "cache", "tokens", "captions"} <= checked
 
 
 def test_a_view_for_options_changed_since_is_prepared_again():
