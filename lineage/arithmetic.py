@@ -67,6 +67,17 @@ def human(n: float) -> str:
     return str(int(n))
 
 
+def fmt_bytes(n: float) -> str:
+    """Bytes in the largest binary unit of which there is at least 1 as printed, one decimal:
+    '4.5 GiB', '123.0 KiB', '1000 B', 1,048,000 B as '1023.4 KiB' and 1,048,575 B as '1.0 MiB'
+    (never '1024.0 KiB'). The one byte formatter: the panels, the numbers captions quote from
+    them, and `lineage memory` (which printed '1,023 KiB' and '480 MiB') say a size alike."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size * (1 - 5e-5):           # would print as 1024.0 of the unit below
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"
+
+
 DTYPE_NAMES = {8: "fp64", 4: "fp32", 2: "bf16", 1: "fp8"}
 DTYPE_BYTES = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}
 

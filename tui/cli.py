@@ -59,7 +59,7 @@ def _kind_counts(kinds) -> dict[str, int]:
 
 
 def _memory(args) -> int:
-    from lineage.arithmetic import H200_BYTES, batch_per_card, count, model_memory
+    from lineage.arithmetic import H200_BYTES, batch_per_card, count, fmt_bytes, model_memory
     try:
         cfg = _config_of(args.preset)
     except ValueError as e:
@@ -85,7 +85,7 @@ def _memory(args) -> int:
           f"sequence (S {r0['matrix_bytes']:,} + conv cache {r0['conv_bytes']:,}); counted as {r0['dtypes']}")
     print(f"  {'context':>10} {'cache/seq':>12} {'state/seq':>12} {'batch/card':>11}")
     for r in rows:
-        print(f"  {r['context']:>10,} {_binary(r['cache_bytes']):>12} {_binary(r['state_bytes']):>12} "
+        print(f"  {r['context']:>10,} {fmt_bytes(r['cache_bytes']):>12} {fmt_bytes(r['state_bytes']):>12} "
               f"{int(r['batch_per_card']):>11,}")
     return 0
 
@@ -106,14 +106,6 @@ def _list(args) -> int:
 def _validate(args) -> int:
     bad = sum(not check(resolve(f), every_frame=True) for f in args.files)
     return 2 if bad else 0
-
-
-def _binary(n: float) -> str:
-    """Bytes in the largest binary unit that keeps a number of at least 1: '4.5 GiB', '110 KiB'."""
-    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size * (1 - 5e-4):           # 1,048,000 B is '1.0 MiB', not '1,023 KiB'
-            return f"{n / size:.1f} {unit}" if n < 100 * size else f"{n / size:,.0f} {unit}"
-    return f"{int(n)} B"
 
 
 def _run(path: str | None, salvage: bool) -> int:

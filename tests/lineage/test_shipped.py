@@ -257,7 +257,7 @@ def test_two_timescales_captions():
 
 
 def test_lineage_compare_captions():
-    from tui.panels.common import fmt_bytes
+    from lineage.arithmetic import fmt_bytes
     s = _session("lineage_compare")
     sc, ids = s.sc, s.sc.input.ids
     got = [_recalled(s, m, ids, range(32, 64, 2)) for m in range(5)]

@@ -6,11 +6,10 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from lineage.arithmetic import batch_per_card
+from lineage.arithmetic import batch_per_card, fmt_bytes
 
 from ..widgets.text_box import TextBox
 from .base import Panel
-from .common import fmt_bytes
 
 
 @dataclass(frozen=True, eq=False)

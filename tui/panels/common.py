@@ -37,13 +37,6 @@ def ramp_rows(M: np.ndarray) -> list[str]:
             for c, row in enumerate(M)]
 
 
-def fmt_bytes(n: float) -> str:
-    for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= div:
-            return f"{n / div:.1f} {unit}"
-    return f"{int(n)} B"
-
-
 def token_name(i: int) -> str:
     from lineage.tokenizer import ByteTokenizer
     return ByteTokenizer().token_str(i) if 0 <= i < 256 else f"#{i}"

@@ -11,8 +11,9 @@ import math
 
 from rich.text import Text
 
+from lineage.arithmetic import fmt_bytes
+
 from .base import TextPanel
-from .common import fmt_bytes
 
 GLYPH = {"kda": "K", "mla": "M", "softmax": "A", "linear": "L", "deltanet": "D", "gdn": "G"}
 STRIP_COLOURS = {"K": "black on #87d700", "M": "black on #ff8700", "A": "black on #5fafff", "L": "black on #d7d75f",
