@@ -157,9 +157,10 @@ def _snapshot(args) -> int:
         if not 1 <= args.step <= cur.total:
             return err(f"{args.source}: step {args.step} is out of range (1-{cur.total})")
         if isinstance(cur, Session) and not args.no_cache:
-            from lineage.playback.cache import cache_problem, record_into_cache
-            publish = record_into_cache(cur)
-            if publish is None and (why := cache_problem()) is not None:     # refused: say so, run uncached
+            from lineage.playback.cache import record_into_cache
+            notes: list[str] = []
+            publish = record_into_cache(cur, notes)
+            for why in notes:              # refused, or no room for even its header: said, run uncached
                 print(f"{args.source}: note: {why}", file=sys.stderr)
             if publish is not None and cur.made < args.step:
                 print(f"{args.source}: computing steps {cur.made + 1} - {args.step} (kept in the trace cache "

@@ -60,7 +60,6 @@ _SEQ = itertools.count()      # partials of one process differ too (the app may 
 _writing: set[str] = set()    # the partials this process writes now (a container's next run often has its pid)
 _DAY = 86400
 _SETTINGS = ("LINEAGE_BACKEND", "LINEAGE_GRAPH", "CUDA_VISIBLE_DEVICES")
-_last_failure: str | None = None     # the last entry this process could not keep, until one is kept
 
 
 def cache_dir() -> Path | None:
@@ -75,10 +74,11 @@ def cache_dir() -> Path | None:
 
 def cache_problem() -> str | None:
     """One line saying why the trace cache is not used (its directory is another user's or
-    writable by others, its folder was not made by lineage, it cannot be made), or did not keep
-    the last run's frames (a full disk, its folder removed); None when it works or is off. What
-    the app's status line and `lineage snapshot` show. Makes the cache's folder if need be."""
-    return _folder(create=True)[1] or _last_failure
+    writable by others, its folder was not made by lineage, it cannot be made); None when it may
+    be used or is off. Makes the cache's folder if need be. What a run could not keep is said in
+    the notes `record_into_cache` is given and the entry's `problem`, not here: no state is kept
+    between runs of one process."""
+    return _folder(create=True)[1]
 
 
 def _folder(create: bool) -> tuple[Path | None, str | None]:
@@ -355,8 +355,6 @@ def record_into_cache(session: Session, notes: list | None = None):
 
 
 def _failed(note: str, notes: list | None) -> None:
-    global _last_failure
-    _last_failure = note
     if notes is not None and note not in notes:
         notes.append(note)
 
@@ -411,7 +409,6 @@ class _Entry(TraceWriter):
     def __call__(self) -> None:
         """Make the entry the scenario's, unless the one there holds as many frames or more, or
         is not the cache's (a link, another user's file: left as it is)."""
-        global _last_failure
         self.close()
         if self.abandoned:
             return
@@ -437,7 +434,6 @@ class _Entry(TraceWriter):
             self._abandon(e)
             return
         _writing.discard(self.partial.name)
-        _last_failure = None
 
     def _drop(self) -> None:
         _delete(self.partial)
