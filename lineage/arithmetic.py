@@ -78,8 +78,17 @@ def fmt_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
-DTYPE_NAMES = {8: "fp64", 4: "fp32", 2: "bf16", 1: "fp8"}
-DTYPE_BYTES = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}
+DTYPE_NAMES = {8: "fp64", 4: "fp32", 2: "bf16", 1: "fp8"}      # bytes per element -> the label the screen prints
+# The dtypes lineage runs in, by torch's own name (a torch dtype is getattr(torch, name)), with
+# their bytes per element: the one map; config.json's short names are read by dtype_name.
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8}
+SHORT_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp64": "float64"}
+
+
+def dtype_name(name) -> str | None:
+    """torch's name for a dtype named either way ('bf16' or 'bfloat16'); None when it is not one of ours."""
+    name = SHORT_NAMES.get(str(name), str(name))
+    return name if name in DTYPE_BYTES else None
 
 
 def model_memory(cfg, context: int, cache_dtype_bytes: int = 2, state_dtype_bytes: int = 4) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from lineage.arithmetic import DTYPE_BYTES
 from scenarios import DIR as SCENARIO_DIR
 
 
@@ -89,7 +90,7 @@ def checkpoint_options(parser) -> None:
     g = parser.add_argument_group("a checkpoint directory (Hugging Face layout) instead of a scenario")
     g.add_argument("--text", help="input text, through the checkpoint's tokenizer")
     g.add_argument("--ids", help="input token ids, e.g. 464,3139,286")
-    g.add_argument("--dtype", choices=["float32", "bfloat16", "float16", "float64"],
+    g.add_argument("--dtype", choices=list(DTYPE_BYTES),
                    help="weights' dtype (default: the checkpoint's own)")
     g.add_argument("--device", choices=["auto", "cpu", "cuda"], help="where the model runs (default: auto)")
 

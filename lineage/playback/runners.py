@@ -75,7 +75,7 @@ class LMRunner:
             raise ScenarioError(problems)
         totals = [count(cfg)["total"] for cfg in cfgs]
         _one_thread_if_small(torch, device, sum(totals))
-        dtype = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}[sc.dtype]
+        dtype = getattr(torch, sc.dtype)             # the schema's names are torch's (arithmetic.DTYPE_BYTES)
         self.answers: dict = {}
         self.tokenizer = scenario_tokenizer(sc)          # a checkpoint's own, or None: bytes
         if sc.input.task is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..arithmetic import DTYPE_BYTES, dtype_name
 from ..did_you_mean import did_you_mean
 from . import gpt2, kimi_linear, qwen3_next
 from .hfconfig import Fields, read_config
@@ -17,10 +18,6 @@ from .shards import Shards, resolve_dir, weight_files
 from .tokenizer import load_tokenizer
 
 ARCHS = {m.MODEL_TYPE: m for m in (gpt2, kimi_linear, qwen3_next)}
-DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
-          "float16": "float16", "fp16": "float16", "float64": "float64"}
-
-
 def is_checkpoint(path) -> bool:
     """Whether `path` is a directory that looks like a checkpoint (for `lineage run PATH`)."""
     p = Path(path).expanduser()
@@ -50,9 +47,9 @@ def torch_dtype(name):
     import torch
     if name is None or isinstance(name, torch.dtype):
         return name
-    if str(name) not in DTYPES:
-        raise PretrainedError(f"dtype {name!r} is not one of {', '.join(sorted(set(DTYPES.values())))}")
-    return getattr(torch, DTYPES[str(name)])
+    if dtype_name(name) is None:
+        raise PretrainedError(f"dtype {name!r} is not one of {', '.join(sorted(DTYPE_BYTES))}")
+    return getattr(torch, dtype_name(name))
 
 
 def load_pretrained(path, device="cpu", dtype=None):
@@ -65,7 +62,7 @@ def load_pretrained(path, device="cpu", dtype=None):
     device = torch.device(device)
     if dtype is None and device.type == "cpu":
         dtype = "float32"       # the CPU has no bf16 triangular solve (the chunked reference needs one)
-    dtype = torch_dtype(dtype) or torch_dtype(DTYPES.get(str(raw.get("dtype") or raw.get("torch_dtype")), "float32"))
+    dtype = torch_dtype(dtype) or torch_dtype(dtype_name(raw.get("dtype") or raw.get("torch_dtype")) or "float32")
     shards = Shards(weight_files(root))
     with torch.device("meta"):
         model = LM(cfg)

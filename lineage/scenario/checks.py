@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from .. import configs as C
-from ..arithmetic import count, model_memory
+from ..arithmetic import DTYPE_BYTES, count, model_memory
 from ..did_you_mean import did_you_mean
 from ..figures import figure_steps
 from ..presets import PRESETS
@@ -27,7 +27,7 @@ MAX_SCENARIO_BYTES = 3 << 29       # 1.5 GiB: every model's weights, state and c
 def resident_bytes(cfgs: list, dtype: str, steps: int) -> int:
     """What a scenario's models hold at once at its last step: weights and recurrent state in the
     scenario's dtype, caches grown over `steps` tokens (the frames themselves are bounded apart)."""
-    elem = {"float64": 8, "bfloat16": 2}.get(dtype, 4)
+    elem = DTYPE_BYTES[dtype]
     total = 0
     for cfg in cfgs:
         mem = model_memory(cfg, steps, cache_dtype_bytes=elem, state_dtype_bytes=elem)

@@ -1,4 +1,5 @@
-"""The one byte formatter: where it changes unit, and that the panels and `lineage memory` use it."""
+"""The one byte formatter (where it changes unit; the panels and `lineage memory` use it) and the
+one dtype map."""
 import json
 
 import pytest
@@ -25,3 +26,13 @@ def test_the_memory_command_prints_sizes_as_the_panels_do(capsys):
     table = capsys.readouterr().out.splitlines()[-len(rows):]
     for r, line in zip(rows, table):
         assert f"{fmt_bytes(r['cache_bytes'])} " in line and f"{fmt_bytes(r['state_bytes'])} " in line
+
+
+def test_the_one_dtype_map_is_torchs():
+    """Each name is torch's, with its element size; the short names config.json uses read the same."""
+    import torch
+    from lineage.arithmetic import DTYPE_BYTES, dtype_name
+    for name, size in DTYPE_BYTES.items():
+        assert getattr(torch, name).itemsize == size and dtype_name(name) == name
+    assert [dtype_name(s) for s in ("fp32", "bf16", "fp16", "fp64", "int8", None)] == \
+        ["float32", "bfloat16", "float16", "float64", None, None]
