@@ -69,7 +69,7 @@ class LMRunner:
         self.torch, self.sc = torch, sc
         specs = sc.model_specs
         problems: list = []
-        cfgs = [build_config(s, ("models", i), Located(sc.source or "<scenario>", None), problems, sc.base_dir)
+        cfgs = [build_config(s, sc.model_path(i), Located(sc.source or "<scenario>", None), problems, sc.base_dir)
                 for i, s in enumerate(specs)]
         if problems:
             raise ScenarioError(problems)
@@ -85,7 +85,7 @@ class LMRunner:
             self.tokens, self.answers = list(seq.tokens), seq.answers
         if specs[0].pretrained is not None and self.tokenizer is None:
             notes.append(f"{specs[0].label} has no tokenizer files: tokens are shown as ids")
-        self.models = [SteppedModel(cfg, sc, device, dtype, sc.base_dir, spec=s, spec_path=_spec_path(sc, i),
+        self.models = [SteppedModel(cfg, sc, device, dtype, sc.base_dir, spec=s, spec_path=sc.model_path(i),
                                     notes=notes, watch=_watched(sc, i, cfg) if s.pretrained else None)
                        for i, (s, cfg) in enumerate(zip(specs, cfgs))]
         self.info_models = [{"name": s.label, "kind": "lm", "config": dataclasses.asdict(cfg), "params": total}
@@ -252,10 +252,6 @@ def _watched(sc: Scenario, m: int, cfg) -> frozenset | None:
         if layer is not None:
             out.add(layer)
     return frozenset(out)
-
-
-def _spec_path(sc: Scenario, i: int) -> tuple:
-    return ("model",) if sc.model is not None else ("models", i)
 
 
 def _load_pretrained(sc: Scenario, spec, spec_path: tuple, device, base_dir: Path | None):

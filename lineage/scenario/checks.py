@@ -17,10 +17,6 @@ from .schema import MQAR, Scenario, TopicShift, TwoFacts
 from .tasks import generate
 
 
-def _model_path(sc: Scenario, i: int) -> tuple:
-    return ("model",) if sc.model is not None else ("models", i)
-
-
 MAX_SCENARIO_BYTES = 3 << 29       # 1.5 GiB: every model's weights, state and cache at the last step
 
 
@@ -37,7 +33,7 @@ def resident_bytes(cfgs: list, dtype: str, steps: int) -> int:
 
 def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) -> None:
     """Checks across fields: presets, overrides, layer indices, panels against the model."""
-    cfgs = [build_config(s, _model_path(sc, i), loc, problems, base_dir) for i, s in enumerate(sc.model_specs)]
+    cfgs = [build_config(s, sc.model_path(i), loc, problems, base_dir) for i, s in enumerate(sc.model_specs)]
     specs = sc.model_specs
     toys = [c for c, s in zip(cfgs, specs) if s.pretrained is None]      # a checkpoint is as big as it is
     if all(c is not None for c in cfgs) and toys and sc.input is not None:
@@ -52,12 +48,12 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
     memories = [s.memory is not None for s in specs]
     if sc.input is not None and any(memories) and sc.input.task is None:
         i = memories.index(True)
-        problems.append(loc.problem(_model_path(sc, i) + ("memory",),
+        problems.append(loc.problem(sc.model_path(i) + ("memory",),
                                     "a memory model is fed by a task (two_facts, mqar or topic_shift), not text or ids"))
     for i, s in enumerate(specs):
         m = s.memory
         if m is not None and m.channel_decay is not None:
-            p = _model_path(sc, i) + ("memory", "channel_decay")
+            p = sc.model_path(i) + ("memory", "channel_decay")
             if m.rule not in ("kda", "gated_linear"):
                 problems.append(loc.problem(p, "channel_decay needs rule: kda or gated_linear (one decay per key channel)"))
             elif len(m.channel_decay) != m.key_dim:
@@ -65,7 +61,7 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
             elif any(g > 0 for g in m.channel_decay):
                 problems.append(loc.problem(p, "log decays must be <= 0 (alpha = exp(g) <= 1)"))
         if m is not None and sc.input is not None and isinstance(sc.input.task, TwoFacts) and m.key_dim < 2:
-            problems.append(loc.problem(_model_path(sc, i) + ("memory", "key_dim"), "two_facts needs key_dim >= 2"))
+            problems.append(loc.problem(sc.model_path(i) + ("memory", "key_dim"), "two_facts needs key_dim >= 2"))
     task = sc.input.task if sc.input is not None else None
     if isinstance(task, (MQAR, TopicShift)):
         need = task.pairs * (2 if isinstance(task, TopicShift) else 1)
@@ -90,7 +86,7 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
     if sc.input is not None and sc.input.text is not None and tok is None:
         for i, cfg in enumerate(cfgs):     # text is read byte by byte: ids 0..255
             if cfg is not None and cfg.vocab_size < 256:
-                problems.append(loc.problem(_model_path(sc, i), f"{cfg.name} has a vocabulary of {cfg.vocab_size}; "
+                problems.append(loc.problem(sc.model_path(i), f"{cfg.name} has a vocabulary of {cfg.vocab_size}; "
                                             "text input is read as bytes and needs at least 256"))
     if sc.input is not None and sc.input.text is not None and tok is not None:
         ids = tok.encode(sc.input.text)
@@ -107,7 +103,7 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
             problems.append(loc.problem(("decoding", "prefill"), f"prefill {sc.decoding.prefill} leaves no input "
                                         f"to step through (the text is {n} tokens)"))
     given = [(("weights", "checkpoint"), sc.weights.checkpoint, any(memories))]
-    given += [(_model_path(sc, i) + ("checkpoint",), s.checkpoint, s.memory is not None)
+    given += [(sc.model_path(i) + ("checkpoint",), s.checkpoint, s.memory is not None)
               for i, s in enumerate(specs) if s.checkpoint is not None]
     for where, path, memory in given:
         if path is not None:

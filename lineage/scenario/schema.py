@@ -265,6 +265,10 @@ class Scenario(Strict):
     def model_specs(self) -> list[ModelSpec]:
         return [self.model] if self.model is not None else list(self.models or [])
 
+    def model_path(self, i: int) -> tuple:
+        """Where model i sits in the file, for the problems that name it: ('model',) or ('models', i)."""
+        return ("model",) if self.model is not None else ("models", i)
+
     # set by load(): the file's path (checkpoints are relative to it) and its exact text (traces keep it)
     _source: str | None = PrivateAttr(None)
     _text: str | None = PrivateAttr(None)
