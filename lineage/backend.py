@@ -33,8 +33,10 @@ def resolve(device) -> tuple[str, str | None]:
 
 
 def set_backend(model, backend: str) -> None:
-    """Point every delta-rule layer of `model` at `backend`."""
-    from .mechanisms.deltanet import DeltaNet
-    for m in model.modules():
-        if isinstance(m, DeltaNet):
-            m.backend = backend
+    """Point every layer of `model` (an LM) whose kind has Triton kernels (its descriptor's
+    `kernel`) at `backend`. The others keep the reference: a new mixer that reuses DeltaNet's
+    code but not its op then runs on CUDA too, instead of failing where kernels lacks its op."""
+    from .configs import MIXERS
+    for blk in model.blocks:
+        if MIXERS[blk.mixer_kind].kernel:
+            blk.mixer.backend = backend

@@ -9,13 +9,15 @@ Each mechanism config answers for itself what its module holds: `params()` (and
 `active_params()`, what one token touches), `cache_bytes_per_token()` and `state_bytes()`;
 each count mirrors the module that owns the weights (tests check every runnable preset against
 the real modules' numel). `lineage.arithmetic` sums them over a model.
+
+`MIXERS` is the one registry of mixer kinds: a descriptor per kind with its config, its module,
+what it has (a state, a decay, attention rows) and how the layer map draws it.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 from .arithmetic import kv_bytes_per_token, mla_bytes_per_token, recurrent_state_bytes
 
@@ -54,9 +56,8 @@ def check_numbers(cfg, section: tuple = ()) -> None:
 
 class MechanismConfig:
     """What a mechanism config answers without torch. Bytes: cache per token at `dtype_bytes`
-    (bf16 by default), state per sequence at `dtype_bytes` (fp32) plus any cache-dtype buffers."""
-    holds_state: ClassVar[bool] = False     # a state matrix S per head (the state panel shows it)
-    has_decay: ClassVar[bool] = False       # a learned decay (the decay panel shows it)
+    (bf16 by default), state per sequence at `dtype_bytes` (fp32) plus any cache-dtype buffers.
+    What a mixer kind has (a state, a decay) is its descriptor's to say (`MIXERS` below)."""
 
     def params(self) -> int:
         raise NotImplementedError
@@ -115,7 +116,6 @@ class AttentionConfig(MechanismConfig):
 @dataclass
 class LinearAttentionConfig(MechanismConfig):
     """Additive linear attention with the elu + 1 feature map and a normaliser."""
-    holds_state: ClassVar[bool] = True
     d_model: int = 64
     n_heads: int = 2
     head_dim: int = 32
@@ -130,7 +130,6 @@ class LinearAttentionConfig(MechanismConfig):
 @dataclass
 class DeltaNetConfig(MechanismConfig):
     """DeltaNet: SiLU then L2-normalised q and k, sigmoid beta, optional short causal conv."""
-    holds_state: ClassVar[bool] = True
     d_model: int = 64
     n_heads: int = 2
     head_dim: int = 32                 # K (and V unless value_dim is set)
@@ -167,7 +166,6 @@ class DeltaNetConfig(MechanismConfig):
 @dataclass
 class GatedDeltaNetConfig(DeltaNetConfig):
     """Gated DeltaNet: DeltaNet plus one decay per head, g = -exp(A_log) softplus(a(x) + dt_bias)."""
-    has_decay: ClassVar[bool] = True
 
     def params(self) -> int:
         d, H, V = self.d_model, self.n_heads, self.v_dim
@@ -181,7 +179,6 @@ class KDAConfig(DeltaNetConfig):
     gate_form 'kimi' (Kimi Linear):   g = -exp(A_log[h]) * softplus(f + dt_bias)
     gate_form 'bounded' (K3):          g = lower_bound * sigmoid(exp(A_log[h]) * (f + dt_bias))
     """
-    has_decay: ClassVar[bool] = True
     gate_rank: int | None = None       # low-rank width of the decay projection; None: head_dim
     gate_form: str = "bounded"         # 'kimi' or 'bounded'
     lower_bound: float = -5.0
@@ -293,16 +290,54 @@ class AttnResConfig:
     eps: float = 1e-6
 
 
-# Every mechanism: kind -> (the ModelConfig field holding its config, its config class). Beside
-# its config class and that field, this is the line a new mechanism adds here; its nn.Module
-# goes in one line of model.py's MIXER_CLASSES / FFN_CLASSES.
-MIXER_CONFIGS = {"softmax": ("attention", AttentionConfig), "linear": ("linear", LinearAttentionConfig),
-                 "deltanet": ("deltanet", DeltaNetConfig), "gdn": ("gdn", GatedDeltaNetConfig),
-                 "kda": ("kda", KDAConfig), "mla": ("mla", MLAConfig)}
-FFN_CONFIGS = {"dense": ("dense", DenseFFNConfig), "moe": ("moe", MoEConfig)}
-MIXERS, FFNS = tuple(MIXER_CONFIGS), tuple(FFN_CONFIGS)
-STATE_MIXERS = tuple(k for k, (_, c) in MIXER_CONFIGS.items() if c.holds_state)   # the mixers with a state matrix S
-DECAY_MIXERS = tuple(k for k, (_, c) in MIXER_CONFIGS.items() if c.has_decay)     # the mixers with a learned decay
+@dataclass(frozen=True)
+class Mixer:
+    """One mixer kind: everything the rest of lineage asks about it, in one place. Validation,
+    the panels, the backend and eval ask these flags, not the kind's name. Torch-free: the
+    nn.Module is named, not imported (`lineage.model.mixer_class` imports it)."""
+    name: str                          # the kind, as ModelConfig.mixers writes it
+    label: str                         # for people
+    field: str                         # the ModelConfig field that holds its config
+    config: type                       # its config class (above)
+    module: str                        # its nn.Module, "package.module:Class"
+    glyph: str                         # its cell in the layer map (the figure panel)
+    colour: str                        # that cell's style
+    holds_state: bool = False          # a K x V state S per head, observed as S, dS, k, v, read (the state panel)
+    has_decay: bool = False            # a learned log decay g = _decay(x) <= 0 (the decay panel, eval's probe)
+    attends: bool = False              # softmax rows over a cache that grows per token
+    gate: bool = False                 # observes its output gate per channel, if its config has one (the gate panel)
+    kernel: bool = False               # kernels/ has its op and step; else the reference runs, on CUDA too
+    tiny: str | None = None            # its one-mechanism preset, whose MQAR weights `lineage arena` compares
+    aliases: tuple[str, ...] = ()      # the other names it goes by: its class, op, preset, toy memory rule
+
+
+# Every mixer kind, in the order listings and the arena show them. A new mixer adds its config
+# class and ModelConfig field here, and one line below; its nn.Module and op are in their files.
+MIXERS = {m.name: m for m in (
+    Mixer("softmax", "softmax attention", "attention", AttentionConfig,
+          "lineage.mechanisms.attention:SoftmaxAttention", "A", "black on #5fafff",
+          attends=True, tiny="tiny-softmax", aliases=("SoftmaxAttention",)),
+    Mixer("linear", "linear attention", "linear", LinearAttentionConfig,
+          "lineage.mechanisms.linear_attention:LinearAttention", "L", "black on #d7d75f",
+          holds_state=True, tiny="tiny-linear", aliases=("LinearAttention", "linear_attention")),
+    Mixer("deltanet", "DeltaNet", "deltanet", DeltaNetConfig,
+          "lineage.mechanisms.deltanet:DeltaNet", "D", "black on #af87ff",
+          holds_state=True, kernel=True, tiny="tiny-deltanet", aliases=("DeltaNet", "delta_rule", "delta")),
+    Mixer("gdn", "Gated DeltaNet", "gdn", GatedDeltaNetConfig,
+          "lineage.mechanisms.gated_deltanet:GatedDeltaNet", "G", "black on #5fd7af",
+          holds_state=True, has_decay=True, kernel=True, tiny="tiny-gated-deltanet",
+          aliases=("GatedDeltaNet", "gated_delta_rule", "gated-deltanet", "gated_delta")),
+    Mixer("kda", "Kimi Delta Attention", "kda", KDAConfig,
+          "lineage.mechanisms.kda:KDA", "K", "black on #87d700",
+          holds_state=True, has_decay=True, kernel=True, tiny="tiny-kda", aliases=("KDA",)),
+    Mixer("mla", "multi-head latent attention", "mla", MLAConfig,
+          "lineage.mechanisms.mla:MLA", "M", "black on #ff8700",
+          attends=True, gate=True, aliases=("MLA",)),
+)}
+FFN_CONFIGS = {"dense": ("dense", DenseFFNConfig), "moe": ("moe", MoEConfig)}   # kind -> (field, config class)
+FFNS = tuple(FFN_CONFIGS)
+STATE_MIXERS = tuple(k for k, m in MIXERS.items() if m.holds_state)   # the mixers with a state matrix S
+DECAY_MIXERS = tuple(k for k, m in MIXERS.items() if m.has_decay)     # the mixers with a learned decay
 
 
 @dataclass
@@ -335,7 +370,7 @@ class ModelConfig:
         return len(self.mixers)
 
     def mixer_config(self, kind: str):
-        return getattr(self, MIXER_CONFIGS[kind][0])
+        return getattr(self, MIXERS[kind].field)
 
     def ffn_config(self, kind: str):
         return getattr(self, FFN_CONFIGS[kind][0])
@@ -386,7 +421,7 @@ class ModelConfig:
         a, m = self.attention, self.moe
         if a is not None and (a.rope_dim % 2 or a.rope_dim > a.dim):
             raise ConfigError(f"{self.name}: attention.rope_dim must be even and at most head_dim", ("attention", "rope_dim"))
-        for kind in ("deltanet", "gdn", "kda"):
+        for kind in (m.field for m in MIXERS.values() if issubclass(m.config, DeltaNetConfig)):
             sub = getattr(self, kind)
             if sub is not None and sub.n_heads % sub.key_heads:
                 raise ConfigError(f"{self.name}: {kind}.n_heads {sub.n_heads} must be a multiple of n_key_heads "

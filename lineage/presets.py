@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .configs import (AttentionConfig, AttnResConfig, DeltaNetConfig, DenseFFNConfig, GatedDeltaNetConfig,
-                      KDAConfig, LinearAttentionConfig, MLAConfig, ModelConfig, MoEConfig)
+                      KDAConfig, LinearAttentionConfig, MIXERS, MLAConfig, ModelConfig, MoEConfig)
 from .did_you_mean import did_you_mean
 
 
@@ -28,12 +28,12 @@ def _tiny(name: str, mixer: str, notes: str, **kw) -> ModelConfig:
     d, H, K = 64, 2, 32
     base = dict(name=name, vocab_size=256, d_model=d, mixers=(mixer,) * 2, ffns=("dense",) * 2,
                 dense=DenseFFNConfig(d_model=d, d_ff=128, act="silu"), notes=notes)
-    sub = {"softmax": ("attention", AttentionConfig(d_model=d, n_heads=4, bias=True)),
-           "linear": ("linear", LinearAttentionConfig(d_model=d, n_heads=H, head_dim=K)),
-           "deltanet": ("deltanet", DeltaNetConfig(d_model=d, n_heads=H, head_dim=K)),
-           "gdn": ("gdn", GatedDeltaNetConfig(d_model=d, n_heads=H, head_dim=K)),
-           "kda": ("kda", KDAConfig(d_model=d, n_heads=H, head_dim=K, gate_form="kimi", output_gate_rank=K))}[mixer]
-    base[sub[0]] = sub[1]
+    base[MIXERS[mixer].field] = {
+        "softmax": AttentionConfig(d_model=d, n_heads=4, bias=True),
+        "linear": LinearAttentionConfig(d_model=d, n_heads=H, head_dim=K),
+        "deltanet": DeltaNetConfig(d_model=d, n_heads=H, head_dim=K),
+        "gdn": GatedDeltaNetConfig(d_model=d, n_heads=H, head_dim=K),
+        "kda": KDAConfig(d_model=d, n_heads=H, head_dim=K, gate_form="kimi", output_gate_rank=K)}[mixer]
     base.update(kw)
     return ModelConfig(**base)
 

@@ -8,10 +8,13 @@ import sys
 import time
 from pathlib import Path
 
+from lineage.configs import MIXERS
 from scenarios import DIR as SCENARIO_DIR
 
 WEIGHTS_DIR = Path(SCENARIO_DIR) / "weights"
-ARENA = ("tiny-softmax", "tiny-linear", "tiny-deltanet", "tiny-gated-deltanet", "tiny-kda")
+# each mixer's one-mechanism preset, in the registry's order; a row appears once its
+# {preset}-mqar.safetensors ships in WEIGHTS_DIR
+ARENA = tuple(m.tiny for m in MIXERS.values() if m.tiny)
 ARENA_PAIRS = (4, 8, 16, 32, 64)
 
 
@@ -415,7 +418,8 @@ def _state(preset: str) -> str:
     from lineage.arithmetic import model_memory
     from lineage.presets import get_preset
     cfg = get_preset(preset)
-    return "cache grows" if "softmax" in cfg.mixers else f"{model_memory(cfg, 0)['state_bytes']:,} B"
+    mem = model_memory(cfg, 0)
+    return "cache grows" if mem["bytes_per_token"] else f"{mem['state_bytes']:,} B"
 
 
 def arena(args) -> int:

@@ -12,8 +12,8 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from ..configs import MIXERS
 from ..mechanisms.attnres import AttnRes
-from ..mechanisms.deltanet import DeltaNet
 from ..mechanisms.moe import MoE
 from .loop import scored, to_device
 from .tasks import GONE, QUERY, SEP, VALUE_BASE, TaskSpec, batch, mqar
@@ -38,8 +38,10 @@ class Probe:
     @contextmanager
     def active(self):
         patched = []
-        for m in self.model.modules():
-            if isinstance(m, DeltaNet) and type(m)._decay is not DeltaNet._decay:
+        for blk in self.model.blocks:
+            if MIXERS[blk.mixer_kind].has_decay:            # its descriptor promises _decay(x) -> g
+                m = blk.mixer
+
                 def decay(x, _orig=m._decay):
                     g = _orig(x)
                     if self.force_sep is not None:          # forget nothing at the separators
@@ -49,6 +51,7 @@ class Probe:
                     return g
                 m._decay = decay
                 patched.append((m, "_decay"))
+        for m in self.model.modules():
             if isinstance(m, MoE):
                 def route(x, _orig=m.route):
                     s, idx, w = _orig(x)

@@ -12,12 +12,12 @@ import math
 from rich.text import Text
 
 from lineage.arithmetic import fmt_bytes
+from lineage.configs import MIXERS
 
 from .base import TextPanel
 
-GLYPH = {"kda": "K", "mla": "M", "softmax": "A", "linear": "L", "deltanet": "D", "gdn": "G"}
-STRIP_COLOURS = {"K": "black on #87d700", "M": "black on #ff8700", "A": "black on #5fafff", "L": "black on #d7d75f",
-                 "D": "black on #af87ff", "G": "black on #5fd7af", "d": "black on #bcbcbc", "e": "white on #5f5f87"}
+# each mixer's glyph and colour come from its descriptor; d and e are the ffn row's
+STRIP_COLOURS = {m.glyph: m.colour for m in MIXERS.values()} | {"d": "black on #bcbcbc", "e": "white on #5f5f87"}
 
 
 def _n(x: float) -> str:
@@ -118,7 +118,7 @@ def _two_facts(row, width):
 
 def _strip_rows(row, width) -> list[tuple[str, str]]:
     """(label, cells) rows of the layer strip, cut at the same layers so the rows stay aligned."""
-    mixers = "".join(GLYPH.get(k, "?") for k in row["mixers"])
+    mixers = "".join(MIXERS[k].glyph if k in MIXERS else "?" for k in row["mixers"])
     ffns = "".join("d" if k == "dense" else "e" for k in row["ffns"])
     b = row["attnres_block"]
     blocks = ""
