@@ -336,8 +336,6 @@ MIXERS = {m.name: m for m in (
 )}
 FFN_CONFIGS = {"dense": ("dense", DenseFFNConfig), "moe": ("moe", MoEConfig)}   # kind -> (field, config class)
 FFNS = tuple(FFN_CONFIGS)
-STATE_MIXERS = tuple(k for k, m in MIXERS.items() if m.holds_state)   # the mixers with a state matrix S
-DECAY_MIXERS = tuple(k for k, m in MIXERS.items() if m.has_decay)     # the mixers with a learned decay
 
 
 @dataclass

@@ -11,8 +11,10 @@ import dataclasses
 from pathlib import Path
 
 from ..arithmetic import count
+from ..configs import MIXERS
 from ..scenario.build import build_config, pretrained_dir
 from ..scenario.checks import input_tokens, scenario_tokenizer, total_steps
+from ..scenario.panels import WATCHED, panel_layers
 from ..scenario.problems import Problem, ScenarioError
 from ..scenario.reader import Located, load_text
 from ..scenario.schema import Scenario
@@ -238,20 +240,12 @@ def _watched(sc: Scenario, m: int, cfg) -> frozenset | None:
     """The layers whose state and decay model m's frames keep: every layer (None) when they are
     small, else those its state and decay panels show (the first layer with one where a panel
     names none). Kimi Linear 48B's KDA states are 2 MB a layer: all 20 would be 40 MB a frame."""
-    from ..configs import DECAY_MIXERS, STATE_MIXERS
     per_frame = sum(2 * 2 * c.n_heads * c.head_dim * getattr(c, "v_dim", c.head_dim) for c in
-                    (cfg.mixer_config(k) for k in cfg.mixers if k in STATE_MIXERS))
+                    (cfg.mixer_config(k) for k in cfg.mixers if MIXERS[k].holds_state))
     if per_frame <= WATCH_ALL_BYTES:
         return None
-    out = set()
-    for p in sc.panels:
-        kinds = {"state": STATE_MIXERS, "decay": DECAY_MIXERS}.get(p.kind)
-        if kinds is None or p.model != m:
-            continue
-        layer = p.layer if p.layer is not None else next((i for i, k in enumerate(cfg.mixers) if k in kinds), None)
-        if layer is not None:
-            out.add(layer)
-    return frozenset(out)
+    shown = (panel_layers(cfg, p.kind, p.layer).shown for p in sc.panels if p.kind in WATCHED and p.model == m)
+    return frozenset(layer for layer in shown if layer is not None)
 
 
 def _load_pretrained(sc: Scenario, spec, spec_path: tuple, device, base_dir: Path | None):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from ..configs import DECAY_MIXERS, STATE_MIXERS
+from ..scenario.panels import panel_layers
 from .loader import read_model_config
 from .problems import PretrainedError
 from .tokenizer import tokenizer_for
@@ -18,13 +18,9 @@ GENERATE = 32           # greedy tokens after the input
 
 def default_panels(cfg) -> list[dict]:
     panels = [{"kind": "tokens"}]
-    first = lambda kinds: next((i for i, m in enumerate(cfg.mixers) if m in kinds), None)  # noqa: E731
-    if (s := first(STATE_MIXERS)) is not None:
-        panels.append({"kind": "state", "layer": s})
-    if (d := first(DECAY_MIXERS)) is not None:
-        panels.append({"kind": "decay", "layer": d})
-    if "moe" in cfg.ffns:
-        panels.append({"kind": "routing", "layer": cfg.ffns.index("moe")})
+    for kind in ("state", "decay", "routing"):
+        if (layer := panel_layers(cfg, kind).shown) is not None:
+            panels.append({"kind": kind, "layer": layer})
     panels.append({"kind": "cache"})
     return panels
 

@@ -3,6 +3,7 @@ fields), every problem reported as one located line `FILE:LINE:COL: field.path: 
 
     reader.py    YAML text -> data with a position for every key and value
     schema.py    the typed format (pydantic)
+    panels.py    the panel kinds, and which layers of a model each can show
     problems.py  located problems, one line each
     wording.py   pydantic's errors reworded as located problems
     build.py     a model spec -> a ModelConfig (presets, overrides, limits)

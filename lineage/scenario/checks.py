@@ -6,12 +6,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from .. import configs as C
 from ..arithmetic import DTYPE_BYTES, count, model_memory
 from ..did_you_mean import did_you_mean
 from ..figures import figure_steps
 from ..presets import PRESETS
 from .build import build_config, pretrained_dir
+from .panels import LAYER_PANELS, MEMORY_PANELS, NEEDS, mixer_kinds, panel_layers
 from .reader import Located
 from .schema import MQAR, Scenario, TopicShift, TwoFacts
 from .tasks import generate
@@ -133,7 +133,7 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
             continue
         cfg, spec = cfgs[p.model], specs[p.model]
         if spec.memory is not None:
-            if p.kind not in ("state", "decay", "tokens", "recall"):
+            if p.kind not in MEMORY_PANELS:
                 problems.append(loc.problem(path + ("kind",), f"a memory model has no {p.kind} panel "
                                             "(state, decay, recall and tokens apply)"))
             continue
@@ -146,30 +146,31 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
             problems.append(loc.problem(path + ("layer",), f"layer {p.layer} is past the last layer "
                                         f"({cfg.name} has {cfg.n_layers}: 0-{cfg.n_layers - 1})"))
             continue
-        need = {"state": C.STATE_MIXERS, "decay": C.DECAY_MIXERS}.get(p.kind)
-        if need is not None:
-            if p.layer is not None and cfg.mixers[p.layer] not in need:
+        layers, shown = panel_layers(cfg, p.kind, p.layer) if p.kind in LAYER_PANELS else ((), None)
+        if p.kind in NEEDS and p.kind != "gate":             # the gate's own words are below
+            if p.layer is not None and p.layer not in layers:
                 problems.append(loc.problem(path + ("layer",), f"layer {p.layer} is {cfg.mixers[p.layer]}, which has "
                                             f"no {p.kind} to show (layers with one: "
-                                            f"{_layers_of(cfg, need) or 'none'})"))
+                                            f"{_listed(layers) or 'none'})"))
                 continue
-            if not any(m in need for m in cfg.mixers):
+            if shown is None:
                 problems.append(loc.problem(path + ("kind",), f"{cfg.name} has no layer with a {p.kind} "
-                                            f"({'/'.join(need)})"))
+                                            f"({'/'.join(mixer_kinds(p.kind))})"))
                 continue
-            sub = cfg.mixer_config(cfg.mixers[p.layer] if p.layer is not None else next(m for m in cfg.mixers if m in need))
+            sub = cfg.mixer_config(cfg.mixers[shown])
             if p.head >= sub.n_heads:
                 problems.append(loc.problem(path + ("head",), f"head {p.head} does not exist ({sub.n_heads} heads: "
                                             f"0-{sub.n_heads - 1})"))
-        if p.kind == "routing" and "moe" not in cfg.ffns:
+        if p.kind == "routing" and not layers:
             problems.append(loc.problem(path + ("kind",), f"{cfg.name} has no MoE layer to route"))
         if p.kind == "depth" and cfg.attnres is None:
             problems.append(loc.problem(path + ("kind",), f"{cfg.name} has no attention residuals"))
-        if p.kind == "gate" and (cfg.mla is None or not cfg.mla.output_gate or "mla" not in cfg.mixers):
+        # the gate panel's layers record a gate only where their config has one (mla.output_gate)
+        if p.kind == "gate" and not any(cfg.mixer_config(cfg.mixers[i]).output_gate for i in layers):
             problems.append(loc.problem(path + ("kind",), f"{cfg.name} has no gated MLA layer (mla.output_gate)"))
-        elif p.kind == "gate" and p.layer is not None and cfg.mixers[p.layer] != "mla":
+        elif p.kind == "gate" and p.layer is not None and p.layer not in layers:
             problems.append(loc.problem(path + ("layer",), f"layer {p.layer} is {cfg.mixers[p.layer]}, not MLA "
-                                        f"(MLA layers: {_layers_of(cfg, ('mla',))})"))
+                                        f"(MLA layers: {_listed(layers)})"))
     if sc.figure is not None:
         names = [getattr(sc.figure, a) for a in ("big", "small", "compare") if getattr(sc.figure, a, None)]
         names += list(getattr(sc.figure, "presets", []))
@@ -183,8 +184,8 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
                                         f"{total} steps: 0-{total - 1})"))
 
 
-def _layers_of(cfg, kinds) -> str:
-    return ", ".join(str(i) for i, m in enumerate(cfg.mixers) if m in kinds)
+def _listed(layers) -> str:
+    return ", ".join(map(str, layers))
 
 
 def _check_table(sc: Scenario, key: str, loc: Located, problems: list) -> None:

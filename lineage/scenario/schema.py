@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from .panels import PANEL_KINDS
+
 MAX_STEPS = 100_000
 
 
@@ -151,12 +153,8 @@ class Decoding(Strict):
 
 # ------------------------------------------------------------------------------- panels
 
-PANEL_KINDS = ("state", "decay", "routing", "depth", "cache", "tokens", "captions", "lineage", "figure", "recall", "gate")
-
-
 class Panel(Strict):
-    kind: Literal["state", "decay", "routing", "depth", "cache", "tokens", "captions", "lineage", "figure", "recall",
-                  "gate"]
+    kind: Literal[PANEL_KINDS]                   # the list in panels.py: a new panel's kind goes there only
     model: int = Field(0, ge=0)
     layer: int | None = Field(None, ge=0)
     head: int = Field(0, ge=0)

@@ -16,11 +16,13 @@ from rich.text import Text
 from textual.containers import Vertical
 from textual.content import Content
 
+from lineage.scenario.panels import LAYER_PANELS
+
 from ..player import Throttle
 from ..widgets.heatmap import Heatmap
 from ..widgets.sweep import Sweep
 from ..widgets.text_box import TextBox
-from .common import drawable_layers
+from .common import layers_of
 
 
 # what preparing or drawing raises on values it cannot draw (NaN or inf from a diverging model or
@@ -190,13 +192,11 @@ class Panel(Vertical, can_focus=True):
         return "\n".join(self.text_form(cursor, i, self.options, 100))
 
     # -- pickers: panels that show one layer; they act on the view on screen --------------
-    # which mixer kinds have what they draw (state, decay), and whether the layer / head
-    # pickers act on the panel
-    LAYER_KINDS: tuple = ()
+    # whether the layer / head pickers act on the panel (which layers it has: panel_layers)
     pickable = False
 
     def drawable_layers(self, cursor) -> list[int]:
-        return drawable_layers(cursor, self.options, self.LAYER_KINDS)
+        return list(layers_of(cursor, self.options, self.kind).layers) if self.kind in LAYER_PANELS else []
 
     def pick_layer(self, delta: int) -> bool:
         layers = getattr(self.view, "layers", ()) if self.pickable else ()

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lineage.scenario.panels import MEMORY_PANELS, PanelLayers, panel_layers
+
 from ..palette import NEG, POS
 
 LEGEND = "legend: @ # * + strong..weak positive, & % = - strong..weak negative, . near zero"
@@ -46,21 +48,15 @@ def model_name(info: dict, m: int) -> str:
     return info["models"][m]["name"] if m < len(info.get("models", [])) else f"model {m}"
 
 
-def drawable_layers(cur, p: dict, kinds) -> list[int]:
-    """The layers of model p["model"] that have what a panel of these mixer kinds draws."""
+def layers_of(cur, p: dict, kind: str) -> PanelLayers:
+    """The layers of model p["model"] a panel of this kind can draw and the one it draws (the
+    layer p asks for, else the first): `panel_layers`, as validation and the recorder decide it."""
     m = p.get("model", 0)
     cfg = cur.model_config(m)
     if cfg is None:             # a toy memory: one layer
-        return [0]
+        return PanelLayers((0,), 0) if kind in MEMORY_PANELS else PanelLayers((), None)
     watch = cur.info["models"][m].get("watch")   # a real checkpoint's frames hold the watched layers only
-    return [i for i, k in enumerate(cfg.mixers) if k in kinds and (watch is None or i in watch)]
-
-
-def shown_layer(layers: list[int], asked) -> int | None:
-    """The layer to draw: the one asked for if it has something to show, else the first that does."""
-    if not layers:
-        return None
-    return asked if asked in layers else layers[0]
+    return panel_layers(cfg, kind, p.get("layer"), watch)
 
 
 HISTORY = 96            # steps a history keeps: the widest sweep (widgets/sweep.py), more than any text form

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from lineage.configs import DECAY_MIXERS
-
 from ..widgets.heatmap import colour_bar
 from ..widgets.text_box import TextBox
 from .base import Absent, SweepPanel
-from .common import HeadSweep, drawable_layers, history, model_name, ramp_rows, shown_layer
+from .common import HeadSweep, history, layers_of, model_name, ramp_rows
 
 
 def prepare(cur, i: int, p: dict, width: int):
     m = p.get("model", 0)
-    layers = drawable_layers(cur, p, DECAY_MIXERS)
-    layer = shown_layer(layers, p.get("layer"))
+    layers, layer = layers_of(cur, p, "decay")
     if layer is None:
         return Absent(f"decay: {model_name(cur.info, m)} has no gated layer", "no gated layer in this model")
     cfg = cur.model_config(m)
@@ -49,7 +46,6 @@ class DecayPanel(SweepPanel):
     kind = "decay"
     prepare = staticmethod(prepare)
     lines = staticmethod(lines)
-    LAYER_KINDS = DECAY_MIXERS
 
     def draw(self, view) -> None:
         if self.absent(view):

@@ -7,15 +7,12 @@ import numpy as np
 from ..widgets.heatmap import colour_bar
 from ..widgets.text_box import TextBox
 from .base import Absent, SweepPanel
-from .common import HeadSweep, drawable_layers, history, model_name, ramp_rows, shown_layer
-
-KINDS = ("mla",)
+from .common import HeadSweep, history, layers_of, model_name, ramp_rows
 
 
 def prepare(cur, i: int, p: dict, width: int):
     m = p.get("model", 0)
-    layers = drawable_layers(cur, p, KINDS)
-    layer = shown_layer(layers, p.get("layer"))
+    layers, layer = layers_of(cur, p, "gate")
     if layer is None:
         return Absent(f"gate: {model_name(cur.info, m)} has no MLA layer",
                       "no gated MLA layer here (plain MLA has no output gate)")
@@ -50,7 +47,6 @@ class GatePanel(SweepPanel):
     kind = "gate"
     prepare = staticmethod(prepare)
     lines = staticmethod(lines)
-    LAYER_KINDS = KINDS
 
     def draw(self, view) -> None:
         if self.absent(view):

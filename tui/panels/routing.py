@@ -14,7 +14,7 @@ from rich.text import Text
 from ..widgets.heatmap import Heatmap
 from ..widgets.text_box import TextBox
 from .base import Absent, SweepPanel
-from .common import History, history, model_name, shown_layer
+from .common import History, history, layers_of, model_name
 
 SPARK = " ▁▂▃▄▅▆▇█"
 COMPACT = 64            # more experts than this: the compact strip
@@ -43,15 +43,9 @@ class RoutingPanelView:
     weights: History | None    # per step: (E,) the token's weight on every expert, for the sweep
 
 
-def moe_layers(cur, p: dict) -> list[int]:
-    cfg = cur.model_config(p.get("model", 0))
-    return [] if cfg is None else [i for i, k in enumerate(cfg.ffns) if k == "moe"]
-
-
 def prepare(cur, i: int, p: dict, width: int):
     m = p.get("model", 0)
-    layers = moe_layers(cur, p)
-    layer = shown_layer(layers, p.get("layer"))
+    layers, layer = layers_of(cur, p, "routing")
     if layer is None:
         return Absent(f"routing: layer {p.get('layer')} has no MoE", "no MoE layer in this model")
     moe = cur.model_config(m).moe
@@ -108,9 +102,6 @@ class RoutingPanel(SweepPanel):
     kind = "routing"
     prepare = staticmethod(prepare)
     lines = staticmethod(lines)
-
-    def drawable_layers(self, cursor) -> list[int]:
-        return moe_layers(cursor, self.options)
 
     def draw(self, view) -> None:
         if self.absent(view):

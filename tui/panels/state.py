@@ -6,12 +6,10 @@ from dataclasses import dataclass
 import numpy as np
 from textual.binding import Binding
 
-from lineage.configs import STATE_MIXERS
-
 from ..widgets.heatmap import Heatmap, colour_bar
 from ..widgets.text_box import TextBox
 from .base import Absent, HeatmapPanel
-from .common import LEGEND, drawable_layers, heat_rows, model_name, shown_layer
+from .common import LEGEND, heat_rows, layers_of, model_name
 
 QUANTITIES = ("S", "dS", "error")
 TITLES = {"S": "S, the state", "dS": "delta S, the last write", "error": "v - read-back, what the write corrects"}
@@ -37,8 +35,7 @@ class StatePanelView:
 
 def prepare(cur, i: int, p: dict, width: int):
     m = p.get("model", 0)
-    layers = drawable_layers(cur, p, STATE_MIXERS)
-    layer = shown_layer(layers, p.get("layer"))
+    layers, layer = layers_of(cur, p, "state")
     if layer is None:
         return Absent(f"state: {model_name(cur.info, m)} has no recurrent state", "this model has no recurrent state")
     st = cur.frame(i).state(m, layer)
@@ -76,7 +73,6 @@ class StatePanel(HeatmapPanel):
     kind = "state"
     prepare = staticmethod(prepare)
     lines = staticmethod(lines)
-    LAYER_KINDS = STATE_MIXERS
     BINDINGS = [Binding("c", "shared_range", "shared colours", show=False)]
 
     def _shared_vmax(self) -> float:
