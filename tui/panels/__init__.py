@@ -1,6 +1,6 @@
 """The panel kinds, one file each (its widget and its text form side by side), and the one
 registry from kind to panel: adding a panel is its file, its class in PANELS (and its import)
-here, and its kind in the scenario schema (tests/tui/test_panels.py checks the two agree)."""
+here, and its kind in lineage/scenario/panels.py (tests/tui/test_panels.py checks the two agree)."""
 from __future__ import annotations
 
 from .base import DRAW_ERRORS, Panel
