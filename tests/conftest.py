@@ -66,6 +66,20 @@ import subprocess as _subprocess  # noqa: E402
 import pytest as _pytest  # noqa: E402
 
 
+def _holds(path: Path, n: int) -> bool:
+    """Whether n bytes fit in a file at path (which is removed again)."""
+    try:
+        with open(path, "wb") as f:
+            f.write(b"\0" * n)
+            f.flush()
+            os.fsync(f.fileno())
+        return True
+    except OSError:
+        return False
+    finally:
+        path.unlink(missing_ok=True)
+
+
 @_pytest.fixture
 def small_fs(tmp_path):
     """small_fs(kb) -> a directory on a fresh tmpfs of that size (unmounted after the test)."""
@@ -78,6 +92,8 @@ def small_fs(tmp_path):
                 ["mount", "-t", "tmpfs", "-o", f"size={kb}k,mode=0700", "tmpfs", str(where)], capture_output=True).returncode:
             _pytest.skip("no small file system here (mounting a tmpfs needs root)")
         mounted.append(where)
+        if _holds(where / "probe", 2 * kb * 1024):          # some sandboxes (gVisor) ignore size=
+            _pytest.skip(f"a {kb} KB tmpfs here holds {2 * kb} KB: its size limit is not enforced")
         return where
     yield make
     for where in mounted:

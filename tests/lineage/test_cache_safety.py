@@ -101,7 +101,7 @@ def test_a_folder_without_its_tag_is_not_touched(base, tour):
 def test_a_killed_runs_partial_goes_as_soon_as_it_is_gone(base, tour):
     code = ("import os, signal\nfrom lineage.playback import cache\nfrom lineage.scenario import load\n"
             f"s = cache.caching_session(load({str(TOUR)!r}))\ns.frame(20)\nos.kill(os.getpid(), signal.SIGKILL)\n")
-    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])))
     assert run.returncode == -signal.SIGKILL
     own = base / cache.FOLDER
     [left] = own.glob("*.partial")                  # what quitting badly leaves: MBs of frames

@@ -281,7 +281,8 @@ def test_served_apps_publish_their_cache_when_the_browser_or_server_leaves(tmp_p
             while any(_alive(k) for k in kids) and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert kids and not any(_alive(k) for k in kids)
-            assert len(entries("*.trace")) == 1 and entries("*.partial") == [], (stop_server, proc.stdout)
+            assert len(entries("*.trace")) == 1 and entries("*.partial") == [], (
+                stop_server, sorted(str(p.relative_to(cache)) for p in cache.rglob("*")) if cache.exists() else "no cache")
     finally:
         if proc.poll() is None:
             proc.kill()
