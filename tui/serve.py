@@ -240,7 +240,8 @@ class GuardedServer(Server):
     async def on_startup(self, app: web.Application) -> None:
         print(f"lineage serve: open {self.url}", flush=True)
         print(f"  files: the bundled scenarios and those under {self.root}", flush=True)
-        print("  over SSH: ssh -L 8000:localhost:8000 HOST, then open the URL above on your machine", flush=True)
+        print(f"  over SSH: ssh -L {self.port}:localhost:{self.port} HOST, then open the URL above on your machine",
+              flush=True)
         print("  Ctrl+C to stop", flush=True)
 
     async def on_shutdown(self, app: web.Application) -> None:

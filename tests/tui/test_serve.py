@@ -69,14 +69,21 @@ def server(tmp_path_factory):
     line = proc.stdout.readline()
     m = re.search(r"\?token=(\S+)", line)
     assert m, f"no URL printed: {line!r}"
+    lines = [proc.stdout.readline() for _ in range(3)]
     for _ in range(300):           # the URL is printed at start-up, just before the port listens
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 break
         time.sleep(0.1)
-    yield {"proc": proc, "port": port, "token": m.group(1), "cwd": cwd}
+    yield {"proc": proc, "port": port, "token": m.group(1), "cwd": cwd, "said": [line, *lines]}
     if proc.poll() is None:
         proc.kill()
+
+
+def test_the_ssh_hint_forwards_the_port_the_server_listens_on(server):
+    port = server["port"]
+    [hint] = [line for line in server["said"] if "ssh -L" in line]
+    assert f"ssh -L {port}:localhost:{port} " in hint
 
 
 def _ws(server, token=None, host=None, origin="same"):

@@ -43,7 +43,8 @@ class Timeline(Widget):
             made, needed = self.computing
             return f" step {self.step + 1} / {self.total}  computing {made} / {needed}, esc cancels "
         state = "▶ playing" if self.playing else "❚❚ paused"
-        return f" step {self.step + 1} / {self.total}  {state} {self.speed}/s "
+        pace = "max speed" if self.speed == "max" else f"{self.speed}/s"
+        return f" step {self.step + 1} / {self.total}  {state} {pace} "
 
     def render(self) -> Text:
         label = self._label()
