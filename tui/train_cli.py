@@ -278,17 +278,17 @@ class _Progress:
         if self.tty:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
             self.bar = Progress(TextColumn("train"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("loss {task.fields[loss]:.3f}  acc {task.fields[acc]:.1%}  "
-                                           "{task.fields[tps]:,.0f} tok/s"), TimeRemainingColumn())
+                                TextColumn("{task.fields[said]}"), TimeRemainingColumn())
             self.bar.__enter__()
-            self.task = self.bar.add_task("train", total=self.steps, loss=float("nan"), acc=0.0, tps=0.0)
+            # before the first step there is no loss to show: a dash, not 'loss nan'
+            self.task = self.bar.add_task("train", total=self.steps, said="loss –  acc –  – tok/s")
         return self
 
     def update(self, step: int, loss: float, acc: float, tokens: int) -> None:
         self.tokens += tokens
         tps = self.tokens / max(1e-9, time.perf_counter() - self.t0)
         if self.tty:
-            self.bar.update(self.task, completed=step + 1, loss=loss, acc=acc, tps=tps)
+            self.bar.update(self.task, completed=step + 1, said=f"loss {loss:.3f}  acc {acc:.1%}  {tps:,.0f} tok/s")
         elif (step + 1) % max(1, min(self.steps // 10, 100)) == 0:
             print(f"step {step + 1}/{self.steps}  loss {loss:.3f}  acc {acc:.1%}  {tps:,.0f} tok/s", flush=True)
 

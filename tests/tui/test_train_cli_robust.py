@@ -234,3 +234,13 @@ def test_a_nan_loss_names_the_step_and_keeps_the_checkpoint_before_it(tmp_path, 
     _, meta = checkpoint.load(out)
     assert f"step {meta['steps_done'] + 1}: the " in err and (" is nan" in err or " is inf" in err)
     assert all(torch.isfinite(t).all() for t in checkpoint.load(out)[0].state_dict().values())
+
+
+def test_the_bar_shows_no_loss_before_the_first_step(monkeypatch):
+    """A terminal showed 'loss nan' until the first step came back: a dash says 'not yet'."""
+    monkeypatch.setattr(train_cli.sys.stdout, "isatty", lambda: True)
+    with train_cli._Progress(10) as p:
+        said = lambda: " ".join(str(c.render(p.bar.tasks[0])) for c in p.bar.columns)  # noqa: E731
+        assert "nan" not in said() and "loss –" in said()
+        p.update(0, 2.5, 0.25, 100)
+        assert "loss 2.500" in said() and "acc 25.0%" in said()
