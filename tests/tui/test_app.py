@@ -225,7 +225,7 @@ def test_help_screen_shows_the_keys():
             await pilot.press("question_mark")
             await pilot.pause(0.2)
             assert type(app.screen).__name__ == "HelpScreen"
-            box = app.screen.query_one("Vertical")
+            box = app.screen.query_one("VerticalScroll")
             assert box.region.width > 60 and box.region.height > 15      # not collapsed to an empty box
             await pilot.press("escape")
             assert type(app.screen).__name__ != "HelpScreen"
@@ -246,3 +246,18 @@ def test_sweep_fills_every_column():
     nxt = sw.update("k", 61, col, width=52)
     changed = np.flatnonzero((nxt != buf).any(axis=0))
     assert changed.tolist() == [61 % span] and nxt[0, 61 % span] == 61
+
+
+def test_help_says_how_to_close_it_and_what_each_panel_shows():
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            await pilot.press("question_mark")
+            await pilot.pause(0.2)
+            text = "\n".join(str(s.render()) for s in app.screen.query("Static"))
+            assert "esc, q or ? closes this help" in text
+            kinds = {p.kind for p in app.query("Panel")} - {"captions"}
+            assert kinds and all(f"  {k} " in text for k in kinds)
+            assert "K x V state of one layer and head" in text
+    run(go())

@@ -165,8 +165,8 @@ def test_footer_keeps_help_and_quit_at_80_columns():
             await pilot.pause(0.2)
             footer = app.query_one(KeysFooter)
             keys = [k for k in footer.children]
-            assert {"help", "quit"} <= {k.description for k in keys}
-            assert all(k.region.right <= 80 for k in keys if k.description in ("help", "quit"))
+            assert {"help", "quit", "maximise", "palette"} <= {k.description for k in keys}
+            assert all(k.region.right <= 80 for k in keys)
     run(go())
 
 

@@ -1,7 +1,12 @@
-"""The keys, on one screen."""
+"""The keys, on one screen, and what each panel on the screen shows."""
 from __future__ import annotations
 
-from textual.containers import Vertical
+import re
+import sys
+import textwrap
+
+from rich.markup import escape
+from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from .ask import Dialog
@@ -33,14 +38,47 @@ With NO_COLOR: @ # * + positive, & % = - negative, . near zero.
 """
 
 
+CLOSE = "esc, q or ? closes this help; up/down scroll it"
+
+
+def about(panel) -> str:
+    """The first sentence of a panel's file docstring: what the panel shows (one place per panel)."""
+    doc = (sys.modules[type(panel).__module__].__doc__ or "").strip()
+    first = re.split(r"(?<=[.])\s+(?=[A-Z])|\n\n", " ".join(doc.split("\n\n")[0].split()))[0]
+    return first.rstrip(".:")
+
+
+def panels_text(panels) -> str:
+    """One entry per panel kind on the screen, wrapped to the box."""
+    seen, lines = set(), ["[b]The panels on this screen[/b]"]
+    for p in panels:
+        if p.kind in seen:
+            continue
+        seen.add(p.kind)
+        body = textwrap.wrap(about(p), 70 - 12)       # 70: the box less its scroll bar
+        lines += [f"  {p.kind:<9} {escape(body[0])}"] + [" " * 12 + escape(b) for b in body[1:]]
+    return "\n".join(lines) if len(lines) > 1 else ""
+
+
 class HelpScreen(Dialog):
     BINDINGS = [("escape,q,question_mark,f1", "dismiss", "close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > Vertical { width: 78; max-width: 100%; height: auto; max-height: 100%; overflow-y: auto; border: round $accent; padding: 1 2;
+    HelpScreen > VerticalScroll { width: 78; max-width: 100%; height: auto; max-height: 100%; overflow-y: auto; border: round $accent; padding: 1 2;
                             background: $surface; }
     """
 
+    def __init__(self, panels=()):
+        super().__init__()
+        self.panels = list(panels)
+
     def compose(self):
-        with Vertical():
-            yield Static(KEYS)
+        with VerticalScroll() as box:         # focused: up/down/pgup/pgdn scroll it
+            box.border_title = "help"
+            box.border_subtitle = CLOSE
+            yield Static(f"[dim]{CLOSE}[/dim]\n\n{KEYS}")
+            if self.panels:
+                yield Static(panels_text(self.panels))
+
+    def on_mount(self) -> None:
+        self.query_one(VerticalScroll).focus()

@@ -139,10 +139,11 @@ class MainScreen(Screen):
         rows = -(-shown // cols)
         room = h - 4 - (self.query_one("#captionbar").outer_size.height or 5)
         grid.set_class(rows > 0 and room >= rows * FILL_ROW, "-fill")
-        # narrow: a compact footer without the palette key, so `? help` and `q quit` stay on it
+        # narrow: a compact footer (which drops the least needed keys itself), so `? help`,
+        # `q quit`, `m` and the palette key stay on it at 80 columns; below 60 the palette goes
         footer = self.query_one(KeysFooter)
         footer.compact = w < 120
-        footer.show_command_palette = w >= 100
+        footer.show_command_palette = w >= 60
 
     @unless_taken_down
     def _show_status(self) -> None:
@@ -451,7 +452,7 @@ class MainScreen(Screen):
             bar.scroll_note(pages)
 
     def action_help(self) -> None:
-        self.app.push_screen(HelpScreen())
+        self.app.push_screen(HelpScreen(self.query(Panel)))
 
     def action_snapshot(self) -> None:
         if self.player.cursor is None:

@@ -1,12 +1,15 @@
 """A footer that never loses `? help` and `q quit`: when the keys do not fit the width, the
-least needed ones leave first (they still work, and the help lists them)."""
+least needed ones leave first (they still work, and the help lists them): those in DROP_FIRST,
+in its order, then others from the right."""
 from __future__ import annotations
 
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
 KEEP = ("help", "app.quit")          # actions the footer always shows
-PALETTE_COST = 12                    # "^p palette" and its gap
+# the ones a newcomer needs least on the footer: speed and "previous" are easy to guess from
+# "next", and the help lists them; "m maximise" and the palette stay, at 80 columns too
+DROP_FIRST = ("speed(-1)", "speed(1)", "step(-1)", "snapshot")
 
 
 class KeysFooter(Footer):
@@ -22,13 +25,18 @@ class KeysFooter(Footer):
             if binding.show:
                 one_each.setdefault(binding.action, (binding, enabled, tooltip))
         items = list(one_each.values())
-        room = width - (PALETTE_COST if self.show_command_palette else 0)
+        room = width - (self._palette_cost() if self.show_command_palette else 0)
         while sum(self._width_of(b) for b, _, _ in items) > room:
             droppable = [x for x in items if x[0].action not in KEEP]
             if not droppable:
                 break
-            items.remove(droppable[-1])
+            first = [x for a in DROP_FIRST for x in droppable if x[0].action == a]
+            items.remove(first[0] if first else droppable[-1])
         return items
+
+    def _palette_cost(self) -> int:
+        found = self.screen.active_bindings.get(self.app.COMMAND_PALETTE_BINDING)
+        return self._width_of(found[1]) if found is not None and self.app.ENABLE_COMMAND_PALETTE else 0
 
     def compose(self):
         if not self._bindings_ready:
