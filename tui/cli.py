@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -65,8 +66,14 @@ def _memory(args) -> int:
     except ValueError as e:
         print(f"lineage memory: {e}", file=sys.stderr)
         return 2
+    if not (args.cards >= 1 and math.isfinite(args.card_gb) and args.card_gb > 0):
+        print(f"lineage memory: --cards must be at least 1 and --card-gb a positive number "
+              f"(got {args.cards}, {args.card_gb:g})", file=sys.stderr)
+        return 2
     weights = count(cfg)["total"] * args.weight_bytes
-    card = int(args.card_gb * 10**9)
+    # the weights shard over the cards and each sequence's cache with them: N cards hold
+    # N times the memory less one copy of the weights
+    card = int(args.card_gb * 10**9) * args.cards
     rows = []
     ctx = args.context
     for n in [ctx // 4, ctx // 2, ctx, ctx * 2, ctx * 4]:
@@ -76,17 +83,23 @@ def _memory(args) -> int:
         mm["batch_per_card"] = batch_per_card(n, mm["bytes_per_token"], weights, card, mm["state_bytes"])
         rows.append(mm)
     if args.json:
-        print(json.dumps({"preset": cfg.name, "weight_bytes": weights, "card_bytes": card, "rows": rows}, indent=2))
+        print(json.dumps({"preset": cfg.name, "weight_bytes": weights, "card_bytes": card // args.cards,
+                          "cards": args.cards, "rows": rows}, indent=2))
         return 0
-    print(f"{cfg.name}: weights {weights / 1e9:.1f} GB at {args.weight_bytes} B/param on a {args.card_gb:g} GB card"
-          + ("" if weights < card else "  (weights alone exceed the card: batch is 0)"))
+    cards = "a" if args.cards == 1 else f"{args.cards} x"
+    needed = int(weights // (args.card_gb * 10**9)) + 1
+    print(f"{cfg.name}: weights {weights / 1e9:.1f} GB at {args.weight_bytes} B/param on {cards} {args.card_gb:g} GB card"
+          + ("s" if args.cards > 1 else "")
+          + ("" if weights < card else f"  (the weights alone fill them: batch is 0; --cards {needed} holds them)"))
     r0 = rows[0]
     print(f"  cache {r0['bytes_per_token']:,} B per token (all layers), fixed state {r0['state_bytes']:,} B per "
           f"sequence (S {r0['matrix_bytes']:,} + conv cache {r0['conv_bytes']:,}); counted as {r0['dtypes']}")
-    print(f"  {'context':>10} {'cache/seq':>12} {'state/seq':>12} {'batch/card':>11}")
+    batch = "batch/card" if args.cards == 1 else f"batch/{args.cards} cards"
+    bw = max(11, len(batch))
+    print(f"  {'context':>10} {'cache/seq':>12} {'state/seq':>12} {batch:>{bw}}")
     for r in rows:
         print(f"  {r['context']:>10,} {fmt_bytes(r['cache_bytes']):>12} {fmt_bytes(r['state_bytes']):>12} "
-              f"{int(r['batch_per_card']):>11,}")
+              f"{int(r['batch_per_card']):>{bw},}")
     return 0
 
 
@@ -160,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     pm.add_argument("preset")
     pm.add_argument("--context", type=int, default=131072, help="context length in tokens (default 131072)")
     pm.add_argument("--card-gb", type=float, default=141.0, help="accelerator memory in GB (default: H200, 141)")
+    pm.add_argument("--cards", type=int, default=1, help="cards the weights and caches are spread over (default 1)")
     pm.add_argument("--weight-bytes", type=float, default=2.0, help="bytes per parameter (default 2, bf16)")
     pm.add_argument("--json", action="store_true")
     pm.set_defaults(func=_memory)

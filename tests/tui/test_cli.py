@@ -31,6 +31,23 @@ def test_memory(capsys):
     assert rows[2]["cache_bytes"] == 12 * 2 * 12 * 64 * 2 * 1024
 
 
+def test_memory_on_several_cards(capsys):
+    """k3's weights exceed one card: the zeros say so and name the cards that hold them, and
+    --cards N spreads weights and caches over N cards (N times the memory, one copy of weights)."""
+    assert main(["memory", "k3", "--context", "1048576"]) == 0
+    one = capsys.readouterr().out
+    needed = int(one.split("--cards ")[1].split()[0].rstrip(")"))
+    assert "batch is 0" in one and needed > 1
+    assert main(["memory", "k3", "--context", "1048576", "--cards", "48", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    card = 141 * 10**9
+    for r in got["rows"]:
+        assert r["batch_per_card"] == (48 * card - got["weight_bytes"]) // (r["cache_bytes"] + r["state_bytes"])
+    assert got["cards"] == 48 and got["rows"][2]["batch_per_card"] > 0
+    assert main(["memory", "k3", "--cards", "0"]) == 2
+    assert "--cards must be at least 1" in capsys.readouterr().err
+
+
 def test_version_and_no_torch_on_arithmetic_path():
     code = ("import sys; from tui.cli import main; main(['params', 'k3', '--json']); "
             "main(['memory', 'k3']); assert 'torch' not in sys.modules, 'torch imported'")
