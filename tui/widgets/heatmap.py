@@ -336,10 +336,10 @@ class Heatmap(Widget, can_focus=True):
         return Strip([Segment(" " * x, self.rich_style), Segment("▲ now", self.rich_style + NOW)]).crop_extend(0, w, self.rich_style)
 
     def _build(self) -> None:
-        if self.size.width and self.size.height:
-            self.fit = self._fit_for(self.size.width, self.size.height)
-        elif not self.data.size:
-            self.fit = Fit()
+        # no room (hidden, or not laid out yet): nothing drawn. A fit kept from before would index
+        # the columns of the data it was made for, and new data may have fewer; the resize that
+        # gives the map room builds it again
+        self.fit = self._fit_for(self.size.width, self.size.height) if self.size.width and self.size.height else Fit()
         self._strips = [self._line(y) for y in range(self._map_lines())]
         if self.marker is not None:
             self._strips.append(self._marker_line())
