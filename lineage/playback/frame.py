@@ -17,6 +17,14 @@ from ..escapes import visible_tree
 from .observe import Views
 
 
+class FrameProblem(ValueError):
+    """Data a panel cannot draw: a frame that is corrupt or lacks a field, an array of the wrong
+    shape, a value that is not finite where a count or a length is due, a trace's panel option
+    that is not one. Panels show it as a notice on their border and the app carries on; any
+    other exception a panel raises is a bug in the panel and is not caught (ValueError's
+    subclass, so callers that caught a corrupt frame's ValueError still do)."""
+
+
 @dataclass(frozen=True, eq=False)
 class Frame(Views):
     step: int
@@ -57,15 +65,15 @@ class Frame(Views):
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Frame":
-        """The frame, or ValueError naming what is corrupt. Every number the bytes declare is
+        """The frame, or FrameProblem naming what is corrupt. Every number the bytes declare is
         checked before it sizes anything: the bytes may come from a stranger's trace."""
         (n,) = struct.unpack_from("<I", data, 0)
         if 4 + n > len(data):
-            raise ValueError(f"its table claims {n:,} bytes, the frame has {len(data) - 4:,}")
+            raise FrameProblem(f"its table claims {n:,} bytes, the frame has {len(data) - 4:,}")
         head = json.loads(data[4:4 + n])
         if not (isinstance(head, dict) and _is_int(head.get("step")) and isinstance(head.get("meta"), dict)
                 and isinstance(head.get("arrays"), list)):
-            raise ValueError("its table lacks step, meta or arrays")
+            raise FrameProblem("its table lacks step, meta or arrays")
         body = memoryview(data)[4 + n:]
         arrays = {}
         for entry in head["arrays"]:
@@ -86,20 +94,20 @@ def _is_int(x) -> bool:
 def _array_entry(entry, body_len: int):
     """(key, dtype, shape, offset, nbytes) of one table row, checked against the body's size."""
     if not (isinstance(entry, list) and len(entry) == 5 and isinstance(entry[0], str)):
-        raise ValueError("an array entry is not [key, dtype, shape, offset, nbytes]")
+        raise FrameProblem("an array entry is not [key, dtype, shape, offset, nbytes]")
     key, dtype, shape, offset, nbytes = entry
     if not isinstance(dtype, str) or len(dtype) > 8:
-        raise ValueError(f"array {key!r} has no dtype")
+        raise FrameProblem(f"array {key!r} has no dtype")
     try:
         dt = np.dtype(dtype)
     except TypeError:
-        raise ValueError(f"array {key!r} has an unknown dtype {dtype!r}") from None
+        raise FrameProblem(f"array {key!r} has an unknown dtype {dtype!r}") from None
     if dt.kind not in "biuf":               # numbers only: no objects, strings or records
-        raise ValueError(f"array {key!r} has dtype {dtype!r}, not a number type")
+        raise FrameProblem(f"array {key!r} has dtype {dtype!r}, not a number type")
     if not (isinstance(shape, list) and len(shape) <= 8 and all(_is_int(d) and d >= 0 for d in shape)):
-        raise ValueError(f"array {key!r} has a bad shape")
+        raise FrameProblem(f"array {key!r} has a bad shape")
     if not (_is_int(offset) and _is_int(nbytes) and 0 <= offset and 0 <= nbytes and offset + nbytes <= body_len):
-        raise ValueError(f"array {key!r} lies outside the frame")
+        raise FrameProblem(f"array {key!r} lies outside the frame")
     if int(np.prod(shape, dtype=object)) * dt.itemsize != nbytes:
-        raise ValueError(f"array {key!r}: its shape does not match its {nbytes:,} bytes")
+        raise FrameProblem(f"array {key!r}: its shape does not match its {nbytes:,} bytes")
     return key, dt, shape, offset, nbytes

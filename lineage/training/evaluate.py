@@ -1,8 +1,9 @@
 """Held-out scores of a trained model and the mechanism statistics that make a lesson checkable.
 
 Statistics are read by wrapping a few methods of the model's own modules for one forward
-(the decay of each gated layer, the experts each token chose, the depth weights of AttnRes),
-so what is measured is exactly what the panels show when the model steps.
+(the log-decay g of each gated layer, kept as its retention alpha = exp(g); the experts each
+token chose; the depth weights of AttnRes), so what is measured is exactly what the panels
+show when the model steps.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import torch
 from ..configs import MIXERS
 from ..mechanisms.attnres import AttnRes
 from ..mechanisms.moe import MoE
+from ..retention import clears, holds
 from .loop import scored, to_device
 from .tasks import GONE, QUERY, SEP, VALUE_BASE, TaskSpec, batch, mqar
 
@@ -42,14 +44,14 @@ class Probe:
             if MIXERS[blk.mixer_kind].has_decay:            # its descriptor promises _decay(x) -> g
                 m = blk.mixer
 
-                def decay(x, _orig=m._decay):
-                    g = _orig(x)
+                def log_decay(x, _orig=m._decay):
+                    g = _orig(x)                            # g <= 0; the state keeps alpha = exp(g)
                     if self.force_sep is not None:          # forget nothing at the separators
                         sep = self.force_sep.view(*self.force_sep.shape, *([1] * (g.dim() - 2)))
                         g = g.masked_fill(sep, 0.0)
                     self.alpha.append(g.exp().detach())
                     return g
-                m._decay = decay
+                m._decay = log_decay
                 patched.append((m, "_decay"))
         for m in self.model.modules():
             if isinstance(m, MoE):
@@ -74,13 +76,14 @@ class Probe:
 
 
 def gate_stats(alpha: list[torch.Tensor], sep: torch.Tensor) -> dict:
-    """Fraction of channels (per head for Gated DeltaNet) with alpha < 0.1 and > 0.95, at the
-    separators and elsewhere, over all gated layers and positions."""
+    """Fraction of channels (per head for Gated DeltaNet) that clear (alpha < CLEARING) and hold
+    (alpha > HOLDING: lineage.retention's definitions, the decay panel's), at the separators
+    and elsewhere, over all gated layers and positions."""
     out = {}
     for where, mask in (("sep", sep), ("else", ~sep)):
         vals = torch.cat([a[mask].flatten() for a in alpha]) if mask.any() else torch.zeros(0)
-        out[f"clear_{where}"] = float((vals < 0.1).float().mean()) if vals.numel() else float("nan")
-        out[f"hold_{where}"] = float((vals > 0.95).float().mean()) if vals.numel() else float("nan")
+        out[f"clear_{where}"] = float(clears(vals).float().mean()) if vals.numel() else float("nan")
+        out[f"hold_{where}"] = float(holds(vals).float().mean()) if vals.numel() else float("nan")
         out[f"mean_alpha_{where}"] = float(vals.mean()) if vals.numel() else float("nan")
     return out
 
@@ -196,6 +199,6 @@ def evaluate(model, spec: TaskSpec, seed: int = 1234, pairs: list[int] | None = 
             res["depth"] = depth_entropy(probe.depth)
         if probe.alpha:
             a = torch.cat([x.flatten() for x in probe.alpha])
-            res["gates"] = {"clear": float((a < 0.1).float().mean()), "hold": float((a > 0.95).float().mean()),
+            res["gates"] = {"clear": float(clears(a).float().mean()), "hold": float(holds(a).float().mean()),
                             "mean_alpha": float(a.mean())}
     return res

@@ -12,11 +12,13 @@ import pytest
 import torch
 
 from lineage.playback.session import Session
+from lineage.retention import HOLDS, clears, holds
 from lineage.scenario import load
 from lineage.training import checkpoint
 from lineage.training.evaluate import evaluate
 from lineage.training.tasks import TaskSpec
 from tui.cli import main
+from tui.panels import render
 
 ROOT = Path(__file__).resolve().parents[2]
 W = ROOT / "scenarios" / "weights"
@@ -183,7 +185,7 @@ def test_forgetting_captions():
     seps = [i for i, x in enumerate(ids) if x == ord("|")]
     kda = s.frame(seps[0]).decay(2, 0).alpha
     assert f"clears {(kda < 0.1).sum()} of its {kda.size}" in _caption(sc, 24) and seps[0] == 24
-    assert f"holds {(kda > 0.95).sum()}" in _caption(sc, 24) and f"panel: {(kda[0] < 0.1).sum()} of 32" in _caption(sc, 24)
+    assert f"holds {holds(kda).sum()}" in _caption(sc, 24) and f"panel: {(kda[0] < 0.1).sum()} of 32" in _caption(sc, 24)
     gdn = s.frame(seps[0]).decay(1, 1).alpha
     layer0 = s.frame(seps[0]).decay(1, 0).alpha
     assert f"alpha {gdn.max():.2f} in both heads" in _caption(sc, 24) and 0.2 < layer0.min() <= layer0.max() < 0.3
@@ -210,7 +212,7 @@ def test_forgetting_gone_captions():
     text = _caption(sc, 16)
     assert seps[0] == 16 and n == {39} and f"clears 39 of its {kda[0].size}" in text
     assert f"at all {len(seps)} separators" in text
-    assert f"clears {(kda[0][0] < 0.1).sum()} of 32 and holds {(kda[0][0] > 0.9).sum()} (alpha > 0.9)" in text
+    assert f"clears {clears(kda[0][0]).sum()} of 32 and holds {holds(kda[0][0]).sum()} ({HOLDS})" in text
     gdn = [s.frame(i).decay(1, 0).alpha for i in seps]
     assert max(a.max() for a in gdn) < 0.005 and s.frame(seps[0]).decay(1, 1).alpha.min() > 0.95
     q = ids.index(ord("?"))
@@ -249,11 +251,12 @@ def test_two_timescales_captions():
     a = np.stack([s.frame(i).decay(0, 0).alpha for i in seps])            # (separators, H, K)
     clears = {int((x < 0.1).sum()) for x in a}
     assert clears == {33} and "clears 33 of its 64" in _caption(sc, 2) and seps[0] == 2
-    assert f"{int((a > 0.95).all(0).sum())} channels hold (alpha > 0.95) at every separator" in _caption(sc, 2)
+    assert f"{int(holds(a).all(0).sum())} channels hold ({HOLDS}) at every separator" in _caption(sc, 2)
     local = [sp + 13 + 2 * j for sp in seps[:-1] for j in range(6)]
     assert f"recalls all {_recalled(s, 0, ids, local)} local queries" in _caption(sc, 3) and len(local) == 48
     g = s.frame(len(ids) - 2).guesses(0)
     assert int(g.ids[0]) == ids[1] == 225 and f"probability {g.probs[0]:.2f}" in _caption(sc, 203)
+    assert "top guess is <E1> (byte 225)" in _caption(sc, 203) and "next: '<E1>' 1.000" in render(s, 203, panel="tokens")
 
 
 def test_lineage_compare_captions():
@@ -272,14 +275,14 @@ def test_lineage_compare_captions():
     assert f"has cached {soft.tokens} tokens, {fmt_bytes(soft.kv)}" in text and soft.kv > lin_mem.state
     assert f"whole state ({fmt_bytes(lin_mem.state)})" in text and f"grows by {fmt_bytes(per_tok)} a token" in _caption(sc, 32)
     assert f"norm is {lin:.0f} in head 0" in text and f"instead: {delta:.2f}" in text
-    assert f"KDA holds {(kda > 0.95).sum()} of its {kda.size}" in text
+    assert f"KDA holds {holds(kda).sum()} of its {kda.size}" in text
 
 
 def test_tour_captions():
     s = _session("tour")
     sc = s.sc
-    assert all((s.frame(i).decay(0, 0).alpha[0] > 0.95).all() for i in range(83))
-    assert "holds all 32 channels of head 0 (alpha > 0.95) at every step" in _caption(sc, 4)
+    assert all(holds(s.frame(i).decay(0, 0).alpha[0]).all() for i in range(83))
+    assert f"holds all 32 channels of head 0 ({HOLDS}) at every step" in _caption(sc, 4)
     assert f"shared experts give {s.frame(12).routing(0, 1).shared_share:.0%}" in _caption(sc, 12)
     assert f"reads {s.frame(24).depth(0).final[1]:.0%} from the first block" in _caption(sc, 24)
     from lineage.tokenizer import ByteTokenizer

@@ -101,7 +101,7 @@ def test_bad_data_becomes_an_unshowable_view():
     try:
         panel = StatePanel({"kind": "state", "head": "two"})     # what a stranger's trace may hold
         view = panel.prepared(cur, 0)
-        assert isinstance(view, Unshowable) and "not supported" in view.error
+        assert isinstance(view, Unshowable) and "head 'two' is not a whole number" in view.error
     finally:
         cur.close()
 

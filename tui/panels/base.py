@@ -5,6 +5,8 @@ function that reads the frames and returns the kind's view (a small frozen recor
 what the panel draws, history included), `lines(view, width)`, its text form, and the widget,
 whose `draw(view)` only puts the view on screen. The main screen runs `prepare` in its step
 worker, so the UI thread never reads frames; the registry in `__init__.py` names the kinds.
+Data a panel cannot draw is a FrameProblem, raised where the data is checked: a notice on the
+panel's border. Any other exception is a bug in the panel, and is not caught here.
 """
 from __future__ import annotations
 
@@ -16,18 +18,21 @@ from rich.text import Text
 from textual.containers import Vertical
 from textual.content import Content
 
+from lineage.playback.frame import FrameProblem
 from lineage.scenario.panels import LAYER_PANELS
 
 from ..player import Throttle
 from ..widgets.heatmap import Heatmap
 from ..widgets.sweep import Sweep
 from ..widgets.text_box import TextBox
-from .common import layers_of
+from .common import check_options, layers_of
 
 
-# what preparing or drawing raises on values it cannot draw (NaN or inf from a diverging model or
-# a stranger's trace, shapes a trace got wrong): shown on the panel, never a crash
-DRAW_ERRORS = (ValueError, TypeError, KeyError, IndexError, ZeroDivisionError, OverflowError)
+# what preparing or drawing raises on data it cannot draw (a value that is not finite where a count
+# or a length is due, a field or a recorded step missing, a shape or a panel option a trace got
+# wrong): shown on the panel, never a crash. Nothing else is caught: a TypeError or an IndexError
+# from a panel's own code is a bug, and surfaces as one (the app's error, a failing test).
+DRAW_ERRORS = (FrameProblem,)
 
 
 @dataclass(frozen=True)
@@ -102,7 +107,7 @@ class Panel(Vertical, can_focus=True):
         the frames and the Room, never a widget; bad data becomes an Unshowable view."""
         room = room or self.room
         try:
-            return type(self).prepare(cursor, i, room.options, room.width)
+            return type(self).view_of(cursor, i, room.options, room.width)
         except DRAW_ERRORS as e:
             return Unshowable(str(e))
 
@@ -120,8 +125,8 @@ class Panel(Vertical, can_focus=True):
         self._draw(*self._latest)
 
     def _draw(self, cursor, i: int, view) -> None:
-        """Put a view on screen. Data a panel cannot draw (NaN where a count is due, a trace's
-        odd values) becomes a notice on the panel's border, and the app carries on."""
+        """Put a view on screen. Data a panel cannot draw (a FrameProblem: NaN where a count is
+        due, a trace's odd values) becomes a notice on the panel's border, and the app carries on."""
         self._shown = (cursor, i)
         if not isinstance(view, Unshowable):   # pickers act on the last view that could be drawn
             self.view = view
@@ -129,7 +134,7 @@ class Panel(Vertical, can_focus=True):
             self.border_subtitle, self._notice = "", False
         try:
             if isinstance(view, Unshowable):
-                raise ValueError(view.error)
+                raise FrameProblem(view.error)
             self.draw(view)
         except DRAW_ERRORS as e:
             self.border_subtitle = Content(f"step {i + 1} cannot be drawn: {e}"[:120])
@@ -183,9 +188,16 @@ class Panel(Vertical, can_focus=True):
             self.show(*self._shown)
 
     @classmethod
+    def view_of(cls, cursor, i: int, options: dict, width: int):
+        """The kind's view of step i (`prepare`), its panel entry checked first: FrameProblem
+        where the data cannot be drawn."""
+        check_options(cursor, options)
+        return cls.prepare(cursor, i, options, width)
+
+    @classmethod
     def text_form(cls, cursor, i: int, options: dict, width: int) -> list[str]:
         """The panel at step i as lines of plain text, made from the view the widget draws."""
-        return cls.lines(cls.prepare(cursor, i, options, width), width)
+        return cls.lines(cls.view_of(cursor, i, options, width), width)
 
     def text(self, cursor, i: int) -> str:
         """The plain-text version of this panel (for `s` snapshots and NO_COLOR readers)."""

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lineage.playback.frame import FrameProblem
+from lineage.retention import Tally
 from lineage.scenario.panels import MEMORY_PANELS, PanelLayers, panel_layers
 
 from ..palette import NEG, POS
@@ -33,10 +35,11 @@ def heat_rows(m: np.ndarray, scale: float | None = None, max_cols: int = 64) -> 
 
 
 def ramp_rows(M: np.ndarray) -> list[str]:
-    """(rows, steps) values in [0, 1] as text: a glyph per step (blank 0 to @ 1), then the newest value."""
+    """(rows, steps) values in [0, 1] as text: a glyph per step (blank 0 to @ 1, ? where a value is
+    NaN or infinite, as the heatmap's uncoloured glyphs), then the newest value."""
     ramp = " .:-=+*#%@"
-    return [f"  {c:>3} " + "".join(ramp[min(9, int(a * 9.999))] for a in row) + f"  {row[-1]:.3f}"
-            for c, row in enumerate(M)]
+    return [f"  {c:>3} " + "".join(ramp[min(9, max(0, int(a * 9.999)))] if np.isfinite(a) else "?" for a in row)
+            + f"  {row[-1]:.3f}" for c, row in enumerate(M)]
 
 
 def token_name(i: int) -> str:
@@ -46,6 +49,29 @@ def token_name(i: int) -> str:
 
 def model_name(info: dict, m: int) -> str:
     return info["models"][m]["name"] if m < len(info.get("models", [])) else f"model {m}"
+
+
+def finite(x, what: str) -> float:
+    """x as a float where a length or a count is made of it (a bar, a tally): FrameProblem if it
+    is NaN or infinite (a diverging model, a stranger's trace). Numbers printed as numbers need
+    no check: they print as nan."""
+    x = float(x)
+    if not np.isfinite(x):
+        raise FrameProblem(f"{what} is {x}")
+    return x
+
+
+def check_options(cur, p: dict) -> None:
+    """FrameProblem where a panel entry names a model, layer or head that is no whole number
+    >= 0, or a model the file does not have: a scenario's entries are validated when it loads,
+    a trace's come as its header holds them."""
+    for key in ("model", "layer", "head"):
+        x = p.get(key)
+        if x is not None and not (isinstance(x, int) and not isinstance(x, bool) and x >= 0):
+            raise FrameProblem(f"the panel's {key} {x!r} is not a whole number >= 0")
+    n = len(cur.info.get("models") or ())
+    if p.get("model", 0) >= n and n:
+        raise FrameProblem(f"the panel asks for model {p['model']}; the file has {n}")
 
 
 def layers_of(cur, p: dict, kind: str) -> PanelLayers:
@@ -72,7 +98,7 @@ class History:
     def column(self, j: int) -> np.ndarray:
         c = self.columns[j - self.first] if j >= self.first else None
         if c is None:
-            raise ValueError(f"step {j + 1} has nothing recorded for this panel")
+            raise FrameProblem(f"step {j + 1} has nothing recorded for this panel")
         return c
 
     def last(self, n: int) -> list[np.ndarray]:
@@ -92,6 +118,7 @@ class HeadSweep:
     heads: int
     step: int
     columns: History           # per step: the head's values, one per channel (or one per head)
+    tally: Tally | None = None  # the decay panel's: this step's holding and clearing counts, every head
 
 
 def history(i: int, column) -> History:

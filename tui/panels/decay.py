@@ -1,13 +1,28 @@
-"""Decay over time: alpha = exp(g) per key channel (KDA) or per head (Gated DeltaNet),
-channels down, recent steps across. Bright rows hold memory; dark rows clear it."""
+"""Retention over time: alpha = exp(g) (g <= 0 the log-decay) per key channel (KDA) or per head
+(Gated DeltaNet), channels down, recent steps across. Bright rows hold memory; dark rows clear
+it; what "hold" and "clear" mean is lineage.retention's, as captions and `lineage eval` count."""
 from __future__ import annotations
 
 import numpy as np
+
+from lineage.playback.frame import FrameProblem
+from lineage.retention import CLEARS, HOLDS, tally
 
 from ..widgets.heatmap import colour_bar
 from ..widgets.text_box import TextBox
 from .base import Absent, SweepPanel
 from .common import HeadSweep, history, layers_of, model_name, ramp_rows
+
+
+def _alpha(cur, j: int, m: int, layer: int, heads: int) -> np.ndarray | None:
+    """Step j's alpha of the layer, (H,) or (H, K), or None where the frame has none."""
+    d = cur.frame(j).decay(m, layer)          # the frame's "decay" field holds alpha, not g
+    if d is None:
+        return None
+    alpha = d.alpha
+    if alpha.ndim not in (1, 2) or alpha.shape[0] != heads:
+        raise FrameProblem(f"step {j + 1}'s alpha has shape {alpha.shape}; layer {layer} has {heads} heads")
+    return alpha
 
 
 def prepare(cur, i: int, p: dict, width: int):
@@ -17,13 +32,27 @@ def prepare(cur, i: int, p: dict, width: int):
         return Absent(f"decay: {model_name(cur.info, m)} has no gated layer", "no gated layer in this model")
     cfg = cur.model_config(m)
     H = cfg.mixer_config(cfg.mixers[layer]).n_heads if cfg is not None else 1
-    h = p.get("head", 0)
+    h = min(p.get("head", 0), H - 1)
 
     def column(j):
-        d = cur.frame(j).decay(m, layer)
-        return None if d is None else d.head(min(h, d.alpha.shape[0] - 1))
+        alpha = _alpha(cur, j, m, layer, H)
+        return None if alpha is None else np.atleast_1d(alpha[h]).astype(np.float64)
 
-    return HeadSweep(model_name(cur.info, m), m, layer, tuple(layers), h, H, i, history(i, column))
+    now = _alpha(cur, i, m, layer, H)
+    return HeadSweep(model_name(cur.info, m), m, layer, tuple(layers), h, H, i, history(i, column),
+                     None if now is None else tally(now))
+
+
+def counts(view) -> str:
+    """This step's holding and clearing counts: the head shown, then every head of the layer
+    (what a caption counts over "both heads" is on screen)."""
+    t, h = view.tally, view.head
+    if t is None:
+        return "nothing recorded at this step"
+    one = f"head {h}: {t.holding[h]}/{t.per_head} hold ({HOLDS}), {t.clearing[h]} clear ({CLEARS})"
+    if t.heads == 1:
+        return one
+    return f"{one}; all {t.heads} heads: {sum(t.holding)}/{t.channels} hold, {sum(t.clearing)} clear"
 
 
 def lines(view, width: int) -> list[str]:
@@ -36,9 +65,7 @@ def lines(view, width: int) -> list[str]:
     out = [f"decay: {view.name} layer {view.layer} head {view.head}: alpha = exp(g) per "
            f"{'channel' if A.shape[0] > 1 else 'head'}, last {A.shape[1]} steps (@ holds, blank clears)"]
     out += ramp_rows(A)
-    keep = A[:, -1]
-    out.append(f"  now: {int((keep > 0.9).sum())} of {keep.size} rows hold (alpha > 0.9), "
-               f"{int((keep < 0.1).sum())} clear (alpha < 0.1)")
+    out.append(f"  now: {counts(view)}")
     return out
 
 
@@ -56,7 +83,6 @@ class DecayPanel(SweepPanel):
         per = "channel" if A.shape[0] > 1 else "head"
         self.set_title(f"decay · L{layer} head {view.head} · alpha per {per} · last {min(A.shape[1], i + 1)} steps")
         legend = colour_bar("sequential", 1.0, no_color=self.app.no_color)
-        legend.append(f"   holding (>0.9): {int((now > 0.9).sum())}/{now.size}   clearing (<0.1): "
-                      f"{int((now < 0.1).sum())}   mean {now.mean():.3f}")
+        legend.append(f"   {counts(view)}   mean {now.mean():.3f}")
         self.set_subtitle(f"↓ {per if per == 'head' else 'key channel'} × → step, sweeping")
         self.put(self.query_one("#legend", TextBox), legend, pace=0.1)

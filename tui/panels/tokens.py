@@ -9,7 +9,7 @@ from rich.text import Text
 
 from .. import palette
 from .base import TextPanel
-from .common import model_name, token_name
+from .common import finite, model_name, token_name
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,7 +86,8 @@ class TokensPanel(TextPanel):
         for name, g in view.guesses:
             t.append(f"\n{name}: ")
             for j, q in enumerate(g.probs[:5]):
-                bar = "█" * max(1, int(float(q) * 40))
+                q = finite(q, f"{name}'s guess probability")            # a bar's length
+                bar = "█" * max(1, int(q * 40))
                 t.append(f"{_guess_name(g, j)!r} ", Style(bold=True))
                 t.append(bar, Style(color=palette.SEQUENTIAL[min(7, 2 + int(float(q) * 12))]))
                 t.append(f" {float(q):.3f}  ")
