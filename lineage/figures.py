@@ -20,6 +20,7 @@ PUBLISHED = {"k3": (2.8e12, 104e9), "kimi-linear-48b": (48e9, 3e9), "gpt2-small"
 # Kimi Linear's reported gains at 1M context (FACTS section 4, figure 9): not the same claim thrice.
 KIMI_LINEAR_CLAIMS = ("up to 75% less KV cache than all-MLA", "up to 6x decoding throughput at 1M context",
                       "6.3x lower time per output token (TPOT)", "about 2.3x measured end to end")
+SPARSE_BELOW = 0.2     # a mixture of experts is sparse when under this share of its weights fire per token
 COPY_TBS = 4.14        # measured H200 device copy, bytes read + written (FACTS section 5)
 
 # tests/benchmarks/bench_chunk_dial.py on the H200 (BENCHMARKS.md, "Figure 4's time against chunk
@@ -207,7 +208,7 @@ def _moe_row(cfg) -> dict:
                    shared_expert_params=3 * cfg.d_model * (moe.shared_dim or moe.expert_dim),
                    moe_total=c["moe_total"], moe_active=c["moe_active"])
     # sparse in the sense that matters: most of the weights sit idle for any one token
-    out["sparse"] = out["active_fraction"] < 0.2
+    out["sparse"] = out["active_fraction"] < SPARSE_BELOW
     return out
 
 

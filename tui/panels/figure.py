@@ -13,6 +13,7 @@ from rich.text import Text
 
 from lineage.arithmetic import fmt_bytes
 from lineage.configs import MIXERS
+from lineage.figures import SPARSE_BELOW
 
 from .base import TextPanel
 
@@ -153,7 +154,8 @@ def _layer_map(row, width):
 def _moe(row, width):
     if not row["experts"]:
         return [f"{row['preset']}: no mixture of experts"]
-    verdict = ("sparse" if row["sparse"] else "NOT sparse: most weights fire for every token")
+    verdict = (f"sparse: under {SPARSE_BELOW:.0%} of the weights fire for any one token" if row["sparse"]
+               else f"not sparse: over {SPARSE_BELOW:.0%} of the weights fire for every token")
     return [f"{row['preset']}: {row['experts']} routed experts, {row['top_k']} active per token "
             f"({row['sparsity']:.0f}:1) + {row['shared']} shared that see every token",
             f"  {row['active']:,} of {row['total']:,} parameters active",
@@ -168,8 +170,9 @@ def _moe(row, width):
 
 
 def _fit(x: float) -> str:
-    """How many whole small models fit (rounded down, as figure 1's 22,580); two decimals below 10."""
-    return f"{math.floor(x):,}" if x >= 10 else f"{x:.2f}"
+    """How many small models fit, rounded down (as figure 1's 22,580): to whole models from 10,
+    to hundredths below (0.037 is 0.03: a rounded 0.04 would be more than fits)."""
+    return f"{math.floor(x):,}" if x >= 10 else f"{math.floor(x * 100) / 100:.2f}"
 
 
 def _active(row, width):
@@ -187,7 +190,7 @@ def _active(row, width):
                          f"{_fit(vs[kt]):>8}/{_fit(vs[ka]):<7} {_fit(vx[kt]):>6}/{_fit(vx[ka]):<5}")
     lines.append(f"  (x columns: total / active over gpt2-small {row['smalls']['gpt2-small']:,} "
                  f"and gpt2-xl {row['smalls']['gpt2-xl']:,},")
-    lines.append("   published over 124M and 1.5B; rounded down: how many whole models fit)")
+    lines.append("   published over 124M and 1.5B; rounded down, to whole models from 10, to hundredths below)")
     return lines
 
 
