@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from lineage.configs import MIXERS
+from lineage.retention import CLEARS, HOLDS
 from scenarios import DIR as SCENARIO_DIR
 
 WEIGHTS_DIR = Path(SCENARIO_DIR) / "weights"
@@ -381,11 +382,11 @@ def _evaluate(args) -> int:
         print(f"  bits per byte (held out)               {res['bits_per_byte']:.3f}")
     g = res.get("gates")
     if g and "clear_sep" in g:
-        print(f"  alpha < 0.1   at separators {g['clear_sep']:6.1%}   elsewhere {g['clear_else']:6.1%}")
-        print(f"  alpha > 0.95  at separators {g['hold_sep']:6.1%}   elsewhere {g['hold_else']:6.1%}")
+        print(f"  {CLEARS:<13} at separators {g['clear_sep']:6.1%}   elsewhere {g['clear_else']:6.1%}")
+        print(f"  {HOLDS:<13} at separators {g['hold_sep']:6.1%}   elsewhere {g['hold_else']:6.1%}")
         print(f"  mean alpha    at separators {g['mean_alpha_sep']:.3f}    elsewhere {g['mean_alpha_else']:.3f}")
     elif g:
-        print(f"  alpha < 0.1 {g['clear']:.1%}, > 0.95 {g['hold']:.1%}, mean {g['mean_alpha']:.3f}")
+        print(f"  {CLEARS} {g['clear']:.1%}, {HOLDS} {g['hold']:.1%}, mean alpha {g['mean_alpha']:.3f}")
     r = res.get("routing")
     if r:
         print(f"  expert load max/mean {r['load_max_over_mean']:.2f} (worst layer {r['load_worst_layer']:.2f})")

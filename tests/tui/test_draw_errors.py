@@ -91,3 +91,24 @@ def test_alpha_of_the_wrong_shape_is_a_notice(tour, tmp_path, capsys):
     assert main(["snapshot", str(path), "--step", "3", "--panel", "decay", "-o", "-"]) == 0
     out = capsys.readouterr().out
     assert "decay: step 3 cannot be drawn" in out and "heads" in out
+
+
+def test_a_buggy_prepare_in_the_app_names_our_line(monkeypatch):
+    """The worker's view of a step fails with a bug: the error box says where in lineage's code,
+    and that it is lineage's bug, not the user's file (bad data would say only what is wrong)."""
+    from tui.screens.error import ErrorScreen
+
+    def prepare(cursor, i, options, width):
+        return [][i]                                     # an IndexError in our own code
+    monkeypatch.setattr(DecayPanel, "prepare", staticmethod(prepare))
+
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            for _ in range(200):
+                await pilot.pause(0.05)
+                if isinstance(app.screen, ErrorScreen):
+                    return app.screen.lines
+    lines = asyncio.run(go())
+    assert any("IndexError at tests/tui/test_draw_errors.py:" in x and "in prepare" in x for x in lines), lines
+    assert any("a bug in lineage, not in your file" in x for x in lines)

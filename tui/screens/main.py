@@ -13,6 +13,7 @@ the screen began to be taken down (the app quits while playing) is dropped (scre
 from __future__ import annotations
 
 import time
+import traceback
 from pathlib import Path
 
 from textual import work
@@ -301,7 +302,7 @@ class MainScreen(Screen):
         self.query_one(Timeline).progress(None)
         line = str(error).splitlines()[0] if str(error) else type(error).__name__
         keeping = self.player.cursor.info["title"] if self.player.cursor else None
-        self.app.push_screen(ErrorScreen(f"Step {i + 1} could not be shown", [line], keeping))
+        self.app.push_screen(ErrorScreen(f"Step {i + 1} could not be shown", [line, *_where(error)], keeping))
 
     @unless_taken_down
     def _show_frame(self, cursor, i: int, views: list) -> None:
@@ -473,3 +474,22 @@ def _notes(cursor) -> list[str]:
     if session is not None:
         notes += [n for n in session.info.get("notes", []) if n not in notes]
     return notes
+
+
+# what only a programming error raises (bad data is a FrameProblem, a file an OSError, a model
+# that runs out of memory a RuntimeError): these name the line of ours that raised them
+BUGS = (TypeError, AttributeError, IndexError, KeyError, NameError, AssertionError, ZeroDivisionError)
+
+
+def _where(error: Exception) -> list[str]:
+    """For a programming error: the line of lineage's own code that raised it, so a bug reads as
+    a bug and can be reported."""
+    if not isinstance(error, BUGS):
+        return []
+    root = Path(__file__).resolve().parents[2]          # the checkout or site-packages holding tui/
+    ours = [f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename).resolve().is_relative_to(root)]
+    if not ours:
+        return [f"({type(error).__name__})"]
+    f = ours[-1]
+    return [f"{type(error).__name__} at {Path(f.filename).resolve().relative_to(root)}:{f.lineno}, in {f.name}:"
+            " a bug in lineage, not in your file; please report it with this line"]
