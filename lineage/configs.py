@@ -193,6 +193,39 @@ class KDAConfig(DeltaNetConfig):
 
 
 @dataclass
+class Mamba2Config(MechanismConfig):
+    """Mamba-2 (Dao and Gu): the decayed sum. Per head a (state_dim x head_dim) state fades by one
+    retention alpha = exp(dt A) a step and adds B^T (dt x); B and C come in n_groups groups shared
+    by the heads; a short causal conv over x | B | C; y = C S + D x, then RMSNorm(y * silu(z)) per group."""
+    d_model: int = 64
+    n_heads: int = 2
+    head_dim: int = 32                 # P, x's channels per head: the state's V
+    state_dim: int = 32                # N, the width of B and C: the state's K
+    n_groups: int = 1                  # B and C heads; each serves n_heads // n_groups consecutive heads
+    conv_size: int = 4                 # 0 turns the short causal conv off
+    chunk_size: int | None = 64        # forward() uses the chunked form; None: token recurrence
+    norm_eps: float = 1e-5             # as published for the gated RMSNorm
+
+    @property
+    def inner(self) -> int:
+        return self.n_heads * self.head_dim                              # x and z channels
+
+    @property
+    def conv_channels(self) -> int:
+        return self.inner + 2 * self.n_groups * self.state_dim           # x | B | C
+
+    def params(self) -> int:
+        d, H, I = self.d_model, self.n_heads, self.inner
+        proj = d * (I + self.conv_channels) + d * H                      # in_proj (z | x | B | C), dt_proj
+        conv = self.conv_channels * (self.conv_size + 1) if self.conv_size else 0   # weights and a bias
+        return proj + conv + 3 * H + I + I * d                           # A_log, dt_bias, D; norm; out_proj
+
+    def state_bytes(self, dtype_bytes: int = 4, cache_dtype_bytes: int = 2) -> int:
+        conv = self.conv_channels * max(self.conv_size - 1, 0) * cache_dtype_bytes
+        return recurrent_state_bytes(self.n_heads, self.state_dim, self.head_dim, dtype_bytes) + conv
+
+
+@dataclass
 class MLAConfig(MechanismConfig):
     """Multi-head latent attention: one cached latent of kv_lora_rank + qk_rope_head_dim per token."""
     d_model: int = 64
@@ -330,6 +363,9 @@ MIXERS = {m.name: m for m in (
     Mixer("kda", "Kimi Delta Attention", "kda", KDAConfig,
           "lineage.mechanisms.kda:KDA", "K", "black on #87d700",
           holds_state=True, has_decay=True, kernel=True, tiny="tiny-kda", aliases=("KDA",)),
+    Mixer("mamba2", "Mamba-2", "mamba2", Mamba2Config,
+          "lineage.mechanisms.mamba2:Mamba2", "S", "black on #d787d7",
+          holds_state=True, has_decay=True, tiny="tiny-mamba2", aliases=("Mamba2", "ssd")),
     Mixer("mla", "multi-head latent attention", "mla", MLAConfig,
           "lineage.mechanisms.mla:MLA", "M", "black on #ff8700",
           attends=True, gate=True, aliases=("MLA",)),
@@ -351,6 +387,7 @@ class ModelConfig:
     deltanet: DeltaNetConfig | None = None
     gdn: GatedDeltaNetConfig | None = None
     kda: KDAConfig | None = None
+    mamba2: Mamba2Config | None = None
     mla: MLAConfig | None = None
     dense: DenseFFNConfig | None = None
     moe: MoEConfig | None = None
@@ -404,6 +441,9 @@ class ModelConfig:
                     raise ValueError(f"{self.name}: layer {i} uses {kind!r} but its config is not set")
                 if sub.d_model != self.d_model:
                     raise ValueError(f"{self.name}: {kind} d_model {sub.d_model} != model d_model {self.d_model}")
+        if self.mamba2 is not None and self.mamba2.n_heads % self.mamba2.n_groups:
+            raise ConfigError(f"{self.name}: mamba2.n_heads {self.mamba2.n_heads} must be a multiple of n_groups "
+                              f"{self.mamba2.n_groups}", ("mamba2", "n_groups"))
         if self.kda is not None and self.kda.gate_form not in ("kimi", "bounded"):
             raise ValueError(f"{self.name}: kda.gate_form must be 'kimi' or 'bounded'")
         for sub in (self.dense, self.moe):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .configs import (AttentionConfig, AttnResConfig, DeltaNetConfig, DenseFFNConfig, GatedDeltaNetConfig,
-                      KDAConfig, LinearAttentionConfig, MIXERS, MLAConfig, ModelConfig, MoEConfig)
+                      KDAConfig, LinearAttentionConfig, Mamba2Config, MIXERS, MLAConfig, ModelConfig, MoEConfig)
 from .did_you_mean import did_you_mean
 
 
@@ -33,7 +33,8 @@ def _tiny(name: str, mixer: str, notes: str, **kw) -> ModelConfig:
         "linear": LinearAttentionConfig(d_model=d, n_heads=H, head_dim=K),
         "deltanet": DeltaNetConfig(d_model=d, n_heads=H, head_dim=K),
         "gdn": GatedDeltaNetConfig(d_model=d, n_heads=H, head_dim=K),
-        "kda": KDAConfig(d_model=d, n_heads=H, head_dim=K, gate_form="kimi", output_gate_rank=K)}[mixer]
+        "kda": KDAConfig(d_model=d, n_heads=H, head_dim=K, gate_form="kimi", output_gate_rank=K),
+        "mamba2": Mamba2Config(d_model=d, n_heads=H, head_dim=K, state_dim=K)}[mixer]
     base.update(kw)
     return ModelConfig(**base)
 
@@ -61,6 +62,10 @@ def tiny_gated_deltanet() -> ModelConfig:
 
 def tiny_kda() -> ModelConfig:
     return _tiny("tiny-kda", "kda", "Kimi Delta Attention: the delta rule plus one decay per key channel.")
+
+
+def tiny_mamba2() -> ModelConfig:
+    return _tiny("tiny-mamba2", "mamba2", "Mamba-2: the decayed sum; one retention per head, no correction.")
 
 
 def tiny_hybrid() -> ModelConfig:
@@ -137,6 +142,7 @@ PRESETS = {
     "tiny-deltanet": tiny_deltanet,
     "tiny-gated-deltanet": tiny_gated_deltanet,
     "tiny-kda": tiny_kda,
+    "tiny-mamba2": tiny_mamba2,
     "tiny-hybrid": tiny_hybrid,
     "k3-mini": k3_mini,
     "kimi-linear-48b": kimi_linear_48b,
