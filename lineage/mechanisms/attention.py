@@ -130,6 +130,8 @@ class SoftmaxAttention(nn.Module):
         q, cache = self._append(x_t[:, None], state)
         y, probs = self._attend(q, cache)
         if obs is not None:
+            # attn (B, H, L): each query head's weights over positions 0 .. pos, this token
+            # included (L = pos + 1, the cache after its write); each row sums to 1
             obs.update(kind="softmax", attn=probs[:, :, 0].detach(),          # (B, H, L)
                        cache_len=cache.length, cache_bytes=cache.nbytes)
         return self.c_proj(self._gate(x_t[:, None], y)[:, 0]), cache

@@ -116,6 +116,8 @@ class MLA(nn.Module):
         q, cache = self._append(x, state)
         y, probs, gate = self._attend(x, q, cache)
         if obs is not None:
+            # attn (B, H, L): each head's weights over the latents of positions 0 .. pos, this
+            # token included (L = pos + 1); each row sums to 1
             obs.update(kind="mla", attn=probs[:, :, 0].detach(), cache_len=cache.length, cache_bytes=cache.nbytes)
             if gate is not None:
                 obs["gate"] = gate[:, 0].detach()                                 # (B, H*dv)

@@ -5,8 +5,8 @@ Write side (torch in, numpy out; torch itself is never imported): `lm_fields` an
 `memory_fields` turn one model's step into (meta, arrays), `side_by_side` files several models'
 arrays under "m{model}/", `token_meta` and `step_meta` give the step's own fields.
 
-Read side (`Views`, which Frame inherits): `frame.state(m, layer)`, `decay`, `routing`,
-`depth`, `cache`, `gate`, `token`, `guesses`, `recall`, `event`, `readout`, `caption`, `figure`. A
+Read side (`Views`, which Frame inherits): `frame.state(m, layer)`, `decay`, `attention`,
+`routing`, `depth`, `cache`, `gate`, `token`, `guesses`, `recall`, `event`, `readout`, `caption`, `figure`. A
 panel reads these records' fields and never recomputes mechanism arithmetic.
 """
 from __future__ import annotations
@@ -51,6 +51,18 @@ class DecayView:
     def head(self, h: int) -> np.ndarray:
         """Head h's alpha as a column: (1,) or (K,), float64."""
         return np.atleast_1d(self.alpha[h]).astype(np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class AttentionRows:
+    """One attention layer's softmax weights at this step (softmax attention or MLA): row h is
+    what query head h of this token puts on each cached position 0 .. pos, this token included
+    (the cache after its write), so each row sums to 1. What GPT-2's KV cache is read for."""
+    weights: np.ndarray        # (H, L), L = pos + 1; float16 in frames (_compact), within 1e-3 of 1 a row
+
+    @property
+    def heads(self) -> int:
+        return self.weights.shape[0]
 
 
 @dataclass(frozen=True, eq=False)
@@ -155,6 +167,11 @@ class Views:
     def decay(self, m: int, layer: int) -> DecayView | None:
         d = self._array(m, "decay", layer)
         return None if d is None else DecayView(d)
+
+    def attention(self, m: int, layer: int) -> AttentionRows | None:
+        """None where the layer does not attend, or a large checkpoint's frames keep another's."""
+        w = self._array(m, "attn", layer)
+        return None if w is None else AttentionRows(w)
 
     def routing(self, m: int, layer: int) -> RoutingView | None:
         experts = self._array(m, "experts", layer)
@@ -272,8 +289,8 @@ def lm_fields(obs: dict, cfg, load: dict, watch: frozenset | None = None) -> tup
     """Batch element 0 of a language model's observations -> (meta, arrays) for a Frame.
     load: layer -> (E,) int32 tokens per expert so far, updated here, so no panel re-reads history.
     watch: None keeps every layer's state; a set (a real checkpoint's, whose states are megabytes
-    a layer) keeps state and decay only for those layers, and no attention rows, so only what the
-    open panels show is copied to the host."""
+    a layer) keeps state, decay and attention rows only for those layers (the ones its panels
+    show: runners._watched), so only what the open panels show is copied to the host."""
     arrays: dict = {}
     layers = []
     for i, lo in enumerate(obs["layers"]):
@@ -293,8 +310,10 @@ def lm_fields(obs: dict, cfg, load: dict, watch: frozenset | None = None) -> tup
                 arrays[p + "decay"] = _f32(mx["decay"][0])               # (H,) or (H, K)
         if "S" in mx:
             meta["state_bytes"] = int(mx["state_bytes"])
-        if "attn" in mx and watch is None:   # a static (graph) cache attends over its whole buffer: keep the written part
-            arrays[p + "attn"] = _compact(mx["attn"][0][:, :int(mx["cache_len"])])   # (H, L)
+        if "attn" in mx and (watch is None or i in watch):
+            # (H, L): this token's weights over positions 0 .. pos; a static (graph) cache attends
+            # over its whole buffer, whose unwritten tail gets 0: keep the written part
+            arrays[p + "attn"] = _compact(mx["attn"][0][:, :int(mx["cache_len"])])
         if "attn" in mx:
             meta["cache_len"], meta["cache_bytes"] = int(mx["cache_len"]), int(mx["cache_bytes"])
         if mx.get("gate") is not None:                                   # gated MLA's output gate

@@ -12,14 +12,15 @@ from typing import NamedTuple
 
 from ..configs import MIXERS
 
-PANEL_KINDS = ("state", "decay", "routing", "depth", "cache", "tokens", "captions", "lineage", "figure", "recall", "gate")
+PANEL_KINDS = ("state", "decay", "routing", "depth", "cache", "tokens", "captions", "lineage", "figure", "recall", "gate",
+               "attention")
 
 # the panels that show one layer's mixer: the descriptor flag that layer's mixer needs
-NEEDS = {"state": "holds_state", "decay": "has_decay", "gate": "gate"}
+NEEDS = {"state": "holds_state", "decay": "has_decay", "gate": "gate", "attention": "attends"}
 # the panels that show one layer at a time: those above, and routing (a layer whose ffn is a MoE)
 LAYER_PANELS = (*NEEDS, "routing")
 # the panels whose fields a checkpoint's frames keep for its watched layers only (observe.lm_fields)
-WATCHED = ("state", "decay")
+WATCHED = ("state", "decay", "attention")
 # the panels a toy memory (one hand-set layer) has something for
 MEMORY_PANELS = ("state", "decay", "tokens", "recall")
 

@@ -30,7 +30,7 @@ model:
     moe: {n_experts: 4, top_k: 2, expert_dim: 32}
 input: {text: "abc"}
 """
-EXPECTED = {"state": (1, 2, 3, 4), "decay": (3, 4), "gate": (5,), "routing": (1, 3, 5)}
+EXPECTED = {"state": (1, 2, 3, 4), "decay": (3, 4), "gate": (5,), "attention": (0, 5), "routing": (1, 3, 5)}
 ASKED = [None, *range(6)]
 
 

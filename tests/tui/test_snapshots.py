@@ -16,6 +16,7 @@ CASES = [
     ("tour", 12, "state"), ("tour", 12, "decay"), ("tour", 12, "routing"), ("tour", 12, "depth"),
     ("tour", 12, "cache"), ("tour", 12, "tokens"), ("tour", 12, "captions"),
     ("fig3_two_facts", 1, "recall"), ("fig2_kv_cache", 2, "figure"), ("fig7_k3_layer_map", 0, "lineage"),
+    ("attention_recall", 32, "attention"),
 ]
 
 

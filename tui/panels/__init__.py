@@ -3,6 +3,7 @@ registry from kind to panel: adding a panel is its file, its class in PANELS (an
 here, and its kind in lineage/scenario/panels.py (tests/tui/test_panels.py checks the two agree)."""
 from __future__ import annotations
 
+from .attention import AttentionPanel
 from .base import DRAW_ERRORS, Panel
 from .cache import CachePanel
 from .captions import CaptionsPanel
@@ -18,7 +19,7 @@ from .tokens import TokensPanel
 
 PANELS: dict[str, type[Panel]] = {p.kind: p for p in (
     TokensPanel, StatePanel, DecayPanel, RoutingPanel, DepthPanel, CachePanel, CaptionsPanel,
-    LineagePanel, RecallPanel, FigurePanel, GatePanel,
+    LineagePanel, RecallPanel, FigurePanel, GatePanel, AttentionPanel,
 )}
 
 
