@@ -13,6 +13,10 @@ from torch import Tensor, nn
 from ..configs import MoEConfig
 from .ffn import gated_act
 
+# a CPU step copies its chosen experts when they are this small in all (a loop over views is
+# cheaper only for experts of real checkpoints: Kimi Linear's are 14 MB each in bf16)
+GATHER_BYTES = 1 << 20
+
 
 class MoE(nn.Module):
     def __init__(self, cfg: MoEConfig):
@@ -122,16 +126,19 @@ class MoE(nn.Module):
         scores, idx, weights = self.route(x_t)
         xl = self.down(x_t) if self.cfg.latent_dim is not None else x_t        # (B, L)
         B, k = idx.shape
-        if x_t.is_cuda:
+        gathered = B * k * (self.w_in[0].numel() + self.w_out[0].numel()) * self.w_in.element_size()
+        if x_t.is_cuda or gathered <= GATHER_BYTES:
             # on a GPU the step is captured in a CUDA graph (and maybe compiled), which cannot ask
-            # the host which experts were chosen: gather their matrices (a copy)
+            # the host which experts were chosen: gather their matrices (a copy). On the CPU the
+            # copy of small experts costs less than the loop's thirty-odd tiny ops (k3-mini: the
+            # loop made its step 1.6x slower, and autoplay with it)
             w_in = self.w_in.index_select(0, idx.flatten()).view(B, k, *self.w_in.shape[1:])     # (B, k, 2F, L)
             w_out = self.w_out.index_select(0, idx.flatten()).view(B, k, *self.w_out.shape[1:])  # (B, k, L, F)
             h = self._act((w_in @ xl[:, None, :, None]).squeeze(-1))                # (B, k, F)
             out = ((w_out @ h[..., None]).squeeze(-1) * weights[..., None]).sum(1)  # (B, L)
         else:
-            # on the CPU: each chosen expert's matrices as views, as forward does (a real
-            # checkpoint's gather copied 8 experts x 3 matrices a layer: 40% of a CPU step)
+            # on the CPU, large experts: each chosen expert's matrices as views, as forward does
+            # (a real checkpoint's gather copied 8 experts x 3 matrices a layer: 40% of a CPU step)
             out = self._routed(xl, idx, weights)
         y, routed, shared = self._finish(x_t, out)
         if obs is not None:
