@@ -287,8 +287,10 @@ class TextPanel(Panel):
         super().__init__(options, **kw)
         self.add_class(f"-{self.kind}")
 
+    STEADY = True                      # the body keeps its height for a line fewer (TextBox)
+
     def compose(self):
-        yield TextBox(id="body")
+        yield TextBox(id="body", steady=self.STEADY)
 
     def rich(self, view) -> Text | None:
         return None

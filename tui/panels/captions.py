@@ -43,6 +43,7 @@ class CaptionsPanel(TextPanel):
                     color: $text-warning; background: $boost; text-style: bold; }
     CaptionsPanel.-quiet { color: $text-muted; text-style: italic; }
     """
+    STEADY = False         # a short note after a long one gives the panels their room back
     _note = None           # the note on screen: a new one starts at its first line
     _fitted = None         # (width, screen height) the bar's height was set for
 

@@ -13,17 +13,30 @@ def rows_of(content, width: int) -> int:
 class TextBox(Static):
     """`put` skips content equal to what is on screen (a caption, most steps), and asks for a
     layout pass only when the line count may change: a relayout of a whole grid on every step
-    costs more than drawing the step."""
+    costs more than drawing the step. A `steady` box also keeps the height it grew to at this
+    width when its content takes a line fewer (a token stream that wraps on one step and not
+    the next relaid the whole screen out twice in a few steps, a third of autoplay's time)."""
 
-    def __init__(self, *args, **kw):
+    def __init__(self, *args, steady: bool = False, **kw):
         super().__init__(*args, **kw)
+        self.steady = steady
         self.shown = None          # the content on screen
-        self.rows = None           # the rows it took
+        self.rows = None           # the rows it took (a steady box: the most it took at this width)
+        self._width = None
 
     def put(self, content) -> None:
+        width = self.size.width
+        if self.steady and width != self._width:       # a new width (or none yet): fit afresh
+            self._width, self.rows, self.shown = width, None, None
+            self.styles.min_height = None
         if content == self.shown:
             return
         self.shown = content
-        rows = rows_of(content, self.size.width)
+        rows = rows_of(content, width)
+        if self.steady and width:
+            if self.rows is not None and rows <= self.rows:
+                self.update(content, layout=False)      # fits the height it has: no layout pass
+                return
+            self.styles.min_height = rows              # never shrinks below the most it took
         relayout, self.rows = rows != self.rows, rows
         self.update(content, layout=relayout)
