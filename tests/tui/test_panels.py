@@ -25,3 +25,16 @@ def test_cache_panel_names_what_the_fixed_bytes_are():
     assert any("k3:" in t and "recurrent state" in t for t in text)
     assert CachePanel._names(conv)[2] == "short-conv inputs (constant)"
     assert CachePanel._names(kda)[2] == "recurrent state (constant)"
+
+
+def test_guesses_show_a_newline_as_a_sign_not_an_escape():
+    """Candidates read '\\\\n' (repr of the byte tokenizer's name); they take the attention
+    panel's labels: '⏎' for a newline, '␣' for a space, from byte ids and checkpoint texts alike."""
+    from types import SimpleNamespace
+
+    from tui.panels.tokens import _answer, _guess_label
+    by_id = SimpleNamespace(texts=None, ids=[10, 32, 65])
+    by_text = SimpleNamespace(texts=["\n", " the", "A"], ids=[0, 1, 2])
+    assert [_guess_label(by_id, j) for j in range(3)] == ["'⏎'", "'␣'", "'A'"]
+    assert [_guess_label(by_text, j) for j in range(3)] == ["'⏎'", "'␣the'", "'A'"]
+    assert _answer(10) == "'⏎'"

@@ -21,6 +21,7 @@ from lineage.escapes import visible
 from .. import palette
 from .base import Absent, TextPanel
 from .common import layers_of, model_name
+from .common import token_label as label
 
 TOP = 3                  # the largest weights each head lists
 MAX_HEADS = 16           # head rows at once; more heads: a window that follows the picked head
@@ -29,9 +30,6 @@ FOLD = 5                 # the fold's number and mark, "0.12◂"
 RAMP = " .:-=+*#%@"      # without colour: 0 .. the largest weight shown
 PREFILLED = "░"          # a position the prefill made: no frame names its token
 WIDE = "▪"               # a character two cells wide, in a one-cell column
-# how a token's text is labelled: what prints as nothing or moves the cursor gets a visible sign
-SIGNS = {"\n": "⏎", "\t": "⇥", "\r": "⇤"}
-BYTE_ESCAPES = {"\\n": "⏎", "\\t": "⇥", "\\r": "⇤"}   # the byte tokenizer's names of the same bytes
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,17 +58,6 @@ class AttentionPanelView:
     def vmax(self) -> float:
         """The top of the colour (glyph) scale: the largest weight shown."""
         return float(self.weights.max()) if self.weights.size else 0.0
-
-
-def label(text: str, byte_names: bool = True) -> str:
-    """A token's text as one visible label: newline ⏎, tab ⇥, a leading space ␣, control
-    characters as escapes; the byte tokenizer's names "\\n", "\\t", "\\r" get the same signs."""
-    if byte_names and text in BYTE_ESCAPES:
-        return BYTE_ESCAPES[text]
-    t = "".join(SIGNS.get(c, c) for c in text)
-    if t.startswith(" "):
-        t = "␣" + t[1:]
-    return visible(t, keep_newlines=False) or "∅"
 
 
 def prepare(cur, i: int, p: dict, width: int):

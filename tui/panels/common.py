@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lineage.escapes import visible
 from lineage.playback.frame import FrameProblem
 from lineage.retention import Tally
 from lineage.scenario.panels import MEMORY_PANELS, PanelLayers, panel_layers
@@ -45,6 +46,22 @@ def ramp_rows(M: np.ndarray) -> list[str]:
 def token_name(i: int) -> str:
     from lineage.tokenizer import ByteTokenizer
     return ByteTokenizer().token_str(i) if 0 <= i < 256 else f"#{i}"
+
+
+# how a token's text is labelled: what prints as nothing or moves the cursor gets a visible sign
+SIGNS = {"\n": "⏎", "\t": "⇥", "\r": "⇤"}
+BYTE_ESCAPES = {"\\n": "⏎", "\\t": "⇥", "\\r": "⇤"}   # the byte tokenizer's names of the same bytes
+
+
+def token_label(text: str, byte_names: bool = True) -> str:
+    """A token's text as one visible label: newline ⏎, tab ⇥, a leading space ␣, control
+    characters as escapes; the byte tokenizer's names "\\n", "\\t", "\\r" get the same signs."""
+    if byte_names and text in BYTE_ESCAPES:
+        return BYTE_ESCAPES[text]
+    t = "".join(SIGNS.get(c, c) for c in text)
+    if t.startswith(" "):
+        t = "␣" + t[1:]
+    return visible(t, keep_newlines=False) or "∅"
 
 
 def model_name(info: dict, m: int) -> str:

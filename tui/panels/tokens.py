@@ -9,7 +9,7 @@ from rich.text import Text
 
 from .. import palette
 from .base import TextPanel
-from .common import finite, model_name, token_name
+from .common import finite, model_name, token_label, token_name
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,16 +49,23 @@ def lines(view: TokensPanelView, width: int) -> list[str]:
     text = "".join(("[" + t.text + "]") if t.pos == now.pos else t.text for t in shown)
     out = [f"tokens (pos {now.pos}, {now.source}): ..." + text[-(width - 30):]]
     if now.answer is not None:
-        out.append(f"  query: the right answer next is {token_name(now.answer)!r}")
+        out.append(f"  query: the right answer next is {_answer(now.answer)}")
     for name, g in view.guesses:
-        top = "  ".join(f"{_guess_name(g, j)!r} {float(q):.3f}" for j, q in enumerate(g.probs[:5]))
+        top = "  ".join(f"{_guess_label(g, j)} {float(q):.3f}" for j, q in enumerate(g.probs[:5]))
         out.append(f"  {name} next: {top}")
     return out
 
 
-def _guess_name(g, j: int) -> str:
-    """Guess j as its tokenizer spelled it (a checkpoint's), or by its byte id."""
-    return g.texts[j] if g.texts is not None else token_name(int(g.ids[j]))
+def _guess_label(g, j: int) -> str:
+    """Guess j quoted, as its tokenizer spelled it (a checkpoint's) or by its byte id, with the
+    attention panel's visible signs: a newline is '⏎', not '\\n' (repr of an escape's name)."""
+    if g.texts is not None:
+        return f"'{token_label(g.texts[j], byte_names=False)}'"
+    return f"'{token_label(token_name(int(g.ids[j])))}'"
+
+
+def _answer(i: int) -> str:
+    return f"'{token_label(token_name(i))}'"
 
 
 class TokensPanel(TextPanel):
@@ -82,13 +89,13 @@ class TokensPanel(TextPanel):
         now = view.tokens[-1]
         t.append(f"\npos {now.pos} ({now.source})")
         if now.answer is not None:
-            t.append(f"  want next: {token_name(now.answer)!r}", Style(color="#ffaf00"))
+            t.append(f"  want next: {_answer(now.answer)}", Style(color="#ffaf00"))
         for name, g in view.guesses:
             t.append(f"\n{name}: ")
             for j, q in enumerate(g.probs[:5]):
                 q = finite(q, f"{name}'s guess probability")            # a bar's length
                 bar = "█" * max(1, int(q * 40))
-                t.append(f"{_guess_name(g, j)!r} ", Style(bold=True))
+                t.append(f"{_guess_label(g, j)} ", Style(bold=True))
                 t.append(bar, Style(color=palette.SEQUENTIAL[min(7, 2 + int(float(q) * 12))]))
                 t.append(f" {float(q):.3f}  ")
         return t
