@@ -154,8 +154,8 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
                                             f"{_listed(layers) or 'none'})"))
                 continue
             if shown is None:
-                problems.append(loc.problem(path + ("kind",), f"{cfg.name} has no layer with a {p.kind} "
-                                            f"({'/'.join(mixer_kinds(p.kind))})"))
+                problems.append(loc.problem(path + ("kind",), f"{cfg.name} has no layer the {p.kind} panel can "
+                                            f"show (it needs {'/'.join(mixer_kinds(p.kind))})"))
                 continue
             sub = cfg.mixer_config(cfg.mixers[shown])
             if p.head >= sub.n_heads:

@@ -109,3 +109,12 @@ def test_checkpoint_default_panels_open_where_panel_layers_points(session):
     for p in panels:
         if p["kind"] in LAYER_PANELS:
             assert p["layer"] == panel_layers(cfg, p["kind"]).shown
+
+
+def test_a_panel_no_layer_can_show_is_one_clear_line(tmp_path, capsys):
+    from tui.cli import main
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\ntitle: t\nmodel: {preset: tiny-kda}\ninput: {text: hi}\npanels: [{kind: attention}]\n")
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"{bad}:5:17: panels[0].kind: tiny-kda has no layer the attention panel can show (it needs softmax/mla)"
