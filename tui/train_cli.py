@@ -2,6 +2,7 @@
 (arguments, the progress bar, the printed tables). Bad input: one line on stderr, exit 2."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -239,8 +240,10 @@ def _train(args, run: _Run) -> int:
     except (OSError, ValueError) as e:
         return stopped(done, _save_problem(e))
     pairs = list(ARENA_PAIRS) if spec.name == "mqar" else None
-    metrics = {**train_metrics, **evaluate(model_eval, spec, seed=1234, pairs=pairs, sequences=args.eval_sequences,
-                                                 device=device, corpus=corpus)}
+    with _saying("scoring held out") as said:
+        scores = evaluate(model_eval, spec, seed=1234, pairs=pairs, sequences=args.eval_sequences,
+                          device=device, corpus=corpus, progress=said)
+    metrics = {**train_metrics, **scores}
     meta["wall_s"] = round(wall, 1)
     meta["tokens_per_s"] = round(bar.tokens / wall)
     run.phase = "while writing the metrics"
@@ -266,6 +269,18 @@ def _save_problem(e: Exception) -> str:
         return f"cannot write the checkpoint: {name}{e.strerror or e}"
     hint = " (train with --fp32 or a lower --lr)" if "float16" in str(e) else " (try a lower --lr)"
     return f"not saved: {e}{hint}"
+
+
+@contextlib.contextmanager
+def _saying(what: str):
+    """A spinner on a terminal's stderr naming what is scored now (eval and arena take a minute
+    or two); a callback for evaluate(progress=...). Off a terminal it says nothing."""
+    if not sys.stderr.isatty():
+        yield lambda now: None
+        return
+    from rich.console import Console
+    with Console(stderr=True).status(what) as status:
+        yield lambda now: status.update(f"{what}: {now}")
 
 
 class _Progress:
@@ -359,7 +374,8 @@ def _evaluate(args) -> int:
         return _fail("eval", str(e))
     from lineage.training.evaluate import evaluate as run
     t0 = time.perf_counter()
-    res = run(model, spec, seed=args.seed, pairs=pairs, sequences=args.sequences, corpus=corpus)
+    with _saying(f"eval {Path(args.checkpoint).name}") as said:
+        res = run(model, spec, seed=args.seed, pairs=pairs, sequences=args.sequences, corpus=corpus, progress=said)
     res["eval_s"] = round(time.perf_counter() - t0, 2)
     if args.json:
         print(json.dumps(res, indent=2))
@@ -405,12 +421,12 @@ def arena_rows(seed: int = 1234, sequences: int = 128) -> list[dict]:
     from lineage.training.evaluate import evaluate as run
     from lineage.training.tasks import TaskSpec
     rows = []
-    for preset in ARENA:
+    shipped = [p for p in ARENA if (WEIGHTS_DIR / f"{p}-mqar.safetensors").is_file()]
+    for k, preset in enumerate(shipped):
         path = WEIGHTS_DIR / f"{preset}-mqar.safetensors"
-        if not path.is_file():
-            continue
         model, meta = checkpoint.load(path)
-        res = run(model, TaskSpec("mqar"), seed=seed, pairs=list(ARENA_PAIRS), sequences=sequences)
+        with _saying(f"arena {k + 1}/{len(shipped)}: {preset}") as said:
+            res = run(model, TaskSpec("mqar"), seed=seed, pairs=list(ARENA_PAIRS), sequences=sequences, progress=said)
         rows.append({"preset": preset, "state_bytes": _state(preset), "accuracy": res["accuracy_by_pairs"]})
     return rows
 

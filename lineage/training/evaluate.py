@@ -150,21 +150,25 @@ def _group_scores(b: dict, right: torch.Tensor, logits: torch.Tensor) -> dict:
 
 @torch.no_grad()
 def evaluate(model, spec: TaskSpec, seed: int = 1234, pairs: list[int] | None = None, sequences: int = 256,
-             device="cpu", corpus=None) -> dict:
+             device="cpu", corpus=None, progress=None) -> dict:
     """Scores on sequences drawn from a seed the training never used (its stream is [seed, 0]).
     mqar: accuracy per pair count; segmented / two_timescales: accuracy, the gate statistics,
     and the accuracy with alpha forced to 1 at separators (segmented with gone keys: also how
-    often a memory mixes up segments); text: bits per byte held out."""
+    often a memory mixes up segments); text: bits per byte held out. progress(what), if given,
+    hears what is scored next (a command line shows it: an eval takes up to two minutes)."""
+    said = progress or (lambda what: None)
     rng = np.random.default_rng([seed, 1])
     probe = Probe(model)
     res: dict = {"task": spec.name, "seed": seed, "sequences": sequences}
     if spec.name == "mqar" or (spec.name == "text" and spec.mix > 0):
         res["accuracy_by_pairs"] = {}
         for n in pairs or [spec.pairs]:
+            said(f"mqar, {n} pairs")
             b = to_device(mqar(rng, sequences, n), device)
             _, right, _ = scored(model, b)
             res["accuracy_by_pairs"][str(n)] = _accuracy(right, b["mask"])
     if spec.name in ("segmented", "two_timescales"):
+        said(f"{spec.name}, {sequences} sequences")
         b = to_device(batch(spec, rng, sequences), device)
         with probe.active():
             _, right, logits = scored(model, b)
@@ -173,6 +177,7 @@ def evaluate(model, spec: TaskSpec, seed: int = 1234, pairs: list[int] | None = 
         if probe.alpha:
             res["gates"] = gate_stats(probe.alpha, b["sep"])
             probe.force_sep = b["sep"]
+            said(f"{spec.name}, gates held open at separators")
             with probe.active():
                 _, right_forced, logits = scored(model, b)
             probe.force_sep = None
@@ -184,7 +189,8 @@ def evaluate(model, spec: TaskSpec, seed: int = 1234, pairs: list[int] | None = 
             corpus = read_corpus()
         per = min(64, sequences)                  # windows per forward
         losses, probe_ids = [], None
-        for _ in range(max(1, sequences // per)):
+        for w in range(max(1, sequences // per)):
+            said(f"text held out, windows {w * per + 1}-{(w + 1) * per} of {max(1, sequences // per) * per}")
             b = to_device(batch(spec, rng, per, corpus, "held_out"), device)
             with probe.active():
                 loss, _, _ = scored(model, b)

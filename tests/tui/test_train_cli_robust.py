@@ -244,3 +244,36 @@ def test_the_bar_shows_no_loss_before_the_first_step(monkeypatch):
         assert "nan" not in said() and "loss –" in said()
         p.update(0, 2.5, 0.25, 100)
         assert "loss 2.500" in said() and "acc 25.0%" in said()
+
+
+def test_eval_and_arena_say_what_they_score(monkeypatch):
+    """eval took 27-130 s and arena 60-70 s with nothing on screen: evaluate names each part it
+    scores, and on a terminal a spinner on stderr shows it (off one, nothing is added)."""
+    from lineage.training import checkpoint
+    from lineage.training.evaluate import evaluate
+    from lineage.training.tasks import TaskSpec
+    model, _ = checkpoint.load(train_cli.WEIGHTS_DIR / "tiny-deltanet-mqar.safetensors")
+    heard = []
+    evaluate(model, TaskSpec("mqar"), pairs=[4, 8], sequences=4, progress=heard.append)
+    assert heard == ["mqar, 4 pairs", "mqar, 8 pairs"]
+    updates = []
+
+    class Status:
+        def __init__(self, what):
+            updates.append(what)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def update(self, what):
+            updates.append(what)
+
+    import rich.console
+    monkeypatch.setattr(rich.console.Console, "status", lambda self, what: Status(what))
+    monkeypatch.setattr(train_cli.sys.stderr, "isatty", lambda: True)
+    with train_cli._saying("arena 1/7: tiny-kda") as said:
+        said("mqar, 16 pairs")
+    assert updates == ["arena 1/7: tiny-kda", "arena 1/7: tiny-kda: mqar, 16 pairs"]
