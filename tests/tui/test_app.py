@@ -261,3 +261,26 @@ def test_help_says_how_to_close_it_and_what_each_panel_shows():
             assert kinds and all(f"  {k} " in text for k in kinds)
             assert "K x V state of one layer and head" in text
     run(go())
+
+
+def test_hjkl_on_the_decay_map_names_the_value_under_the_cursor():
+    """h j k l moved the decay map's cursor but the legend showed no value: it now names the
+    channel, the step its column holds, and that step's alpha from the frame."""
+    from tui.panels.decay import DecayPanel
+
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            for _ in range(9):
+                await pilot.press("n")
+            await settle(pilot, app, 9)
+            panel = app.query_one(DecayPanel)
+            panel.query_one(Heatmap).focus()
+            await pilot.press("j", "j", "l", "l", "l")       # channel 2, the column of step 4
+            await pilot.pause(0.3)
+            legend = str(panel.query_one("#legend").shown)
+            layer = panel.prepared(app.cursor, 9).layer
+            alpha = app.cursor.frame(3).decay(0, layer).head(0)[2]
+            assert f"channel 2, step 4: alpha = {alpha:.3f}" in legend, legend
+    run(go())

@@ -8,7 +8,7 @@ import numpy as np
 from lineage.playback.frame import FrameProblem
 from lineage.retention import CLEARS, HOLDS, tally
 
-from ..widgets.heatmap import colour_bar
+from ..widgets.heatmap import Heatmap, colour_bar
 from ..widgets.text_box import TextBox
 from .base import Absent, SweepPanel
 from .common import HeadSweep, history, layers_of, model_name, ramp_rows
@@ -73,6 +73,9 @@ class DecayPanel(SweepPanel):
     kind = "decay"
     prepare = staticmethod(prepare)
     lines = staticmethod(lines)
+    _said = ""                 # the counts and mean of the step drawn
+    _per = "channel"           # what a row is: a key channel (KDA) or a head (Gated DeltaNet)
+    _cursor_moved = False      # h j k l used: the legend names the value under the cursor
 
     def draw(self, view) -> None:
         if self.absent(view):
@@ -82,7 +85,24 @@ class DecayPanel(SweepPanel):
         now = view.columns.column(i)
         per = "channel" if A.shape[0] > 1 else "head"
         self.set_title(f"decay · L{layer} head {view.head} · alpha per {per} · last {min(A.shape[1], i + 1)} steps")
-        legend = colour_bar("sequential", 1.0, no_color=self.app.no_color)
-        legend.append(f"   {counts(view)}   mean {now.mean():.3f}")
+        self._said = f"   {counts(view)}   mean {now.mean():.3f}"
         self.set_subtitle(f"↓ {per if per == 'head' else 'key channel'} × → step, sweeping")
+        self._legend(per)
+
+    def _legend(self, per: str | None = None) -> None:
+        """The scale and counts, and (once h j k l moved it) the value under the map's cursor."""
+        self._per = per or self._per
+        legend = colour_bar("sequential", 1.0, no_color=self.app.no_color)
+        legend.append(self._said)
+        hm = self.query_one(Heatmap)
+        if self._cursor_moved and hm.data.size:
+            r, c = hm.cursor
+            step = self._sweep.step_at(c)
+            where = f"{'head' if self._per == 'head' else 'channel'} {r}"
+            legend.append(f"\n{where}, step {step + 1}: alpha = {hm.data[r, c]:.3f}" if step is not None
+                          else f"\n{where}: no step in this column (the gap after now)")
         self.put(self.query_one("#legend", TextBox), legend, pace=0.1)
+
+    def on_heatmap_cursor_moved(self, event: Heatmap.CursorMoved) -> None:
+        self._cursor_moved = True
+        self._legend()

@@ -39,6 +39,13 @@ class Sweep:
     def column_of(self, i: int) -> int:
         return i % self.buf.shape[1]
 
+    def step_at(self, col: int) -> int | None:
+        """The step column `col` shows now (None: a blank column, the gap or not yet reached)."""
+        if self.buf is None or self.last is None or col in self.blank(self.last):
+            return None
+        span = self.buf.shape[1]
+        step = self.last - (self.last - col) % span
+        return step if step >= 0 else None
 
     def blank(self, i: int) -> list[int]:
         """Columns to draw empty at step i: the gap after "now", or all not yet reached."""
