@@ -377,10 +377,15 @@ def _evaluate(args) -> int:
     with _saying(f"eval {Path(args.checkpoint).name}") as said:
         res = run(model, spec, seed=args.seed, pairs=pairs, sequences=args.sequences, corpus=corpus, progress=said)
     res["eval_s"] = round(time.perf_counter() - t0, 2)
+    differs = _corpus_differs(meta.get("corpus"), corpus)
+    if differs:
+        res["corpus_differs"] = differs
     if args.json:
         print(json.dumps(res, indent=2))
         return 0
     print(f"{args.checkpoint} ({meta['preset']}, trained on {trained}): {spec.name}, seed {args.seed}")
+    if differs:
+        print(f"  note: {differs}")
     for k, v in res.get("accuracy_by_pairs", {}).items():
         print(f"  {k:>3} pairs  accuracy {v:6.1%}")
     for k in ("accuracy", "accuracy_local", "accuracy_fact", "accuracy_last", "accuracy_gone",
@@ -413,6 +418,21 @@ def _evaluate(args) -> int:
         print(f"  AttnRes weight entropy {d['attnres_entropy']:.3f} nats ({d['attnres_entropy_rel']:.0%} of uniform)")
     print(f"  ({res['eval_s']:.1f} s)")
     return 0
+
+
+def _corpus_differs(recorded: dict | None, corpus) -> str | None:
+    """Why held-out bits per byte here cannot be compared with the sidecar's (None: they can).
+    The text corpus is this machine's standard library: another Python version holds other
+    files, so the same weights score differently (1.55 here on 3.11 against 1.38 on 3.12)."""
+    if corpus is None or not recorded:
+        return None
+    here = corpus.describe()
+    keys = ("python", "train_bytes", "held_out_bytes")
+    if all(recorded.get(k) == here.get(k) for k in keys):
+        return None
+    return (f"the held-out text here (Python {here['python']}'s standard library, {here['held_out_bytes']:,} bytes) "
+            f"is not the one the sidecar scored (Python {recorded.get('python')}, "
+            f"{recorded.get('held_out_bytes', 0):,} bytes): bits per byte are not comparable with its numbers")
 
 
 def arena_rows(seed: int = 1234, sequences: int = 128) -> list[dict]:
