@@ -73,7 +73,8 @@ def _memory(args) -> int:
     weights = count(cfg)["total"] * args.weight_bytes
     # the weights shard over the cards and each sequence's cache with them: N cards hold
     # N times the memory less one copy of the weights
-    card = int(args.card_gb * 10**9) * args.cards
+    per_card = int(args.card_gb * 10**9)
+    card = per_card * args.cards
     rows = []
     ctx = args.context
     for n in [ctx // 4, ctx // 2, ctx, ctx * 2, ctx * 4]:
@@ -83,11 +84,11 @@ def _memory(args) -> int:
         mm["batch_per_card"] = batch_per_card(n, mm["bytes_per_token"], weights, card, mm["state_bytes"])
         rows.append(mm)
     if args.json:
-        print(json.dumps({"preset": cfg.name, "weight_bytes": weights, "card_bytes": card // args.cards,
+        print(json.dumps({"preset": cfg.name, "weight_bytes": weights, "card_bytes": per_card,
                           "cards": args.cards, "rows": rows}, indent=2))
         return 0
     cards = "a" if args.cards == 1 else f"{args.cards} x"
-    needed = int(weights // (args.card_gb * 10**9)) + 1
+    needed = int(weights // per_card) + 1
     print(f"{cfg.name}: weights {weights / 1e9:.1f} GB at {args.weight_bytes} B/param on {cards} {args.card_gb:g} GB card"
           + ("s" if args.cards > 1 else "")
           + ("" if weights < card else f"  (the weights alone fill them: batch is 0; --cards {needed} holds them)"))

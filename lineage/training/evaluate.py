@@ -189,8 +189,9 @@ def evaluate(model, spec: TaskSpec, seed: int = 1234, pairs: list[int] | None = 
             corpus = read_corpus()
         per = min(64, sequences)                  # windows per forward
         losses, probe_ids = [], None
-        for w in range(max(1, sequences // per)):
-            said(f"text held out, windows {w * per + 1}-{(w + 1) * per} of {max(1, sequences // per) * per}")
+        windows = max(1, sequences // per)
+        for w in range(windows):
+            said(f"text held out, windows {w * per + 1}-{(w + 1) * per} of {windows * per}")
             b = to_device(batch(spec, rng, per, corpus, "held_out"), device)
             with probe.active():
                 loss, _, _ = scored(model, b)

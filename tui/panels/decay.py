@@ -73,8 +73,6 @@ class DecayPanel(SweepPanel):
     kind = "decay"
     prepare = staticmethod(prepare)
     lines = staticmethod(lines)
-    _said = ""                 # the counts and mean of the step drawn
-    _per = "channel"           # what a row is: a key channel (KDA) or a head (Gated DeltaNet)
     _cursor_moved = False      # h j k l used: the legend names the value under the cursor
 
     def draw(self, view) -> None:
@@ -82,23 +80,23 @@ class DecayPanel(SweepPanel):
             return
         i, layer = view.step, view.layer
         A = self.show_sweep((view.model, layer, view.head), i, view.columns)
-        now = view.columns.column(i)
         per = "channel" if A.shape[0] > 1 else "head"
         self.set_title(f"decay · L{layer} head {view.head} · alpha per {per} · last {min(A.shape[1], i + 1)} steps")
-        self._said = f"   {counts(view)}   mean {now.mean():.3f}"
         self.set_subtitle(f"↓ {per if per == 'head' else 'key channel'} × → step, sweeping")
-        self._legend(per)
+        self._legend()
 
-    def _legend(self, per: str | None = None) -> None:
-        """The scale and counts, and (once h j k l moved it) the value under the map's cursor."""
-        self._per = per or self._per
+    def _legend(self) -> None:
+        """The scale and the drawn step's counts, and (once h j k l moved it) the value under
+        the map's cursor."""
+        view, hm = self.view, self.query_one(Heatmap)
+        if not isinstance(view, HeadSweep):
+            return                              # nothing drawn yet, or this model has no gated layer
         legend = colour_bar("sequential", 1.0, no_color=self.app.no_color)
-        legend.append(self._said)
-        hm = self.query_one(Heatmap)
+        legend.append(f"   {counts(view)}   mean {view.columns.column(view.step).mean():.3f}")
         if self._cursor_moved and hm.data.size:
             r, c = hm.cursor
             step = self._sweep.step_at(c)
-            where = f"{'head' if self._per == 'head' else 'channel'} {r}"
+            where = f"{'channel' if hm.data.shape[0] > 1 else 'head'} {r}"
             legend.append(f"\n{where}, step {step + 1}: alpha = {hm.data[r, c]:.3f}" if step is not None
                           else f"\n{where}: no step in this column (the gap after now)")
         self.put(self.query_one("#legend", TextBox), legend, pace=0.1)

@@ -96,8 +96,8 @@ class TokensPanel(TextPanel):
                 q = finite(q, f"{name}'s guess probability")            # a bar's length
                 bar = "█" * max(1, int(q * 40))
                 t.append(f"{_guess_label(g, j)} ", Style(bold=True))
-                t.append(bar, Style(color=palette.SEQUENTIAL[min(7, 2 + int(float(q) * 12))]))
-                t.append(f" {float(q):.3f}  ")
+                t.append(bar, Style(color=palette.SEQUENTIAL[min(7, 2 + int(q * 12))]))
+                t.append(f" {q:.3f}  ")
         return t
 
     def _event(self, view: TokensPanelView) -> Text:

@@ -44,7 +44,7 @@ CLOSE = "esc, q or ? closes this help; up/down scroll it"
 def about(panel) -> str:
     """The first sentence of a panel's file docstring: what the panel shows (one place per panel)."""
     doc = (sys.modules[type(panel).__module__].__doc__ or "").strip()
-    first = re.split(r"(?<=[.])\s+(?=[A-Z])|\n\n", " ".join(doc.split("\n\n")[0].split()))[0]
+    first = re.split(r"(?<=\.)\s+(?=[A-Z])", " ".join(doc.split("\n\n")[0].split()))[0]
     return first.rstrip(".:")
 
 
