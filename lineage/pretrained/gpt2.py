@@ -12,7 +12,7 @@ import re
 from ..configs import AttentionConfig, DenseFFNConfig, ModelConfig
 from .hfconfig import Fields
 
-MODEL_TYPE = "gpt2"
+MODEL_TYPES = ("gpt2",)
 
 
 def config(f: Fields, name: str) -> ModelConfig:

@@ -14,7 +14,7 @@ from ..configs import DenseFFNConfig, KDAConfig, MLAConfig, ModelConfig, MoEConf
 from .experts import experts
 from .hfconfig import Fields
 
-MODEL_TYPE = "kimi_linear"
+MODEL_TYPES = ("kimi_linear",)
 
 
 def _either(f: Fields, names: tuple, default=None, kind=int):

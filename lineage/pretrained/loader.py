@@ -17,7 +17,15 @@ from .problems import PretrainedError
 from .shards import Shards, resolve_dir, weight_files
 from .tokenizer import load_tokenizer
 
-ARCHS = {m.MODEL_TYPE: m for m in (gpt2, kimi_linear, qwen3_next)}
+# one file per family; a file may open several model_types (its MODEL_TYPES)
+FAMILIES = (
+    gpt2,
+    kimi_linear,
+    qwen3_next,
+)
+ARCHS = {kind: m for m in FAMILIES for kind in m.MODEL_TYPES}
+
+
 def is_checkpoint(path) -> bool:
     """Whether `path` is a directory that looks like a checkpoint (for `lineage run PATH`)."""
     p = Path(path).expanduser()
@@ -77,7 +85,7 @@ def load_pretrained(path, device="cpu", dtype=None):
         t = shards.get(name)
         parts = arch.pieces(name, t, cfg)
         if parts is None:
-            raise PretrainedError(f"{shards.where[name][1]}: tensor {name} is not part of a {arch.MODEL_TYPE} model "
+            raise PretrainedError(f"{shards.where[name][1]}: tensor {name} is not part of a {raw.get('model_type')} model "
                                   f"as config.json describes it")
         for ours, index, piece in parts:
             if ours not in dest:

@@ -15,7 +15,7 @@ from ..configs import AttentionConfig, DenseFFNConfig, GatedDeltaNetConfig, Mode
 from .experts import experts
 from .hfconfig import Fields
 
-MODEL_TYPE = "qwen3_next"
+MODEL_TYPES = ("qwen3_next",)
 
 
 def config(f: Fields, name: str) -> ModelConfig:
