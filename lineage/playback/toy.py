@@ -50,38 +50,67 @@ class Memory:
         self.written: dict[int, int] = {}        # key id -> value id, in write order
 
     def step(self, ev: Event) -> dict:
-        rule = self.spec.rule
-        K = self.spec.key_dim
-        decay = torch.ones(K, dtype=self.S.dtype)
+        """One event through the rule's op in lineage.ops (T = 1, the state carried in): the toy
+        chooses the vectors and the gate, the op does the update. k is also the query (scale 1),
+        so the op's output is what k reads back after the step."""
+        rule, K, V = self.spec.rule, self.spec.key_dim, self.spec.value_dim
+        dt = self.S.dtype
+        log_decay = torch.zeros(K, dtype=dt)                                        # (K,) log alpha
         if rule in ("gated_delta", "kda", "gated_linear"):
-            decay = torch.exp(torch.full((K,), ev.gate, dtype=self.S.dtype)
-                              + (self.channel if rule in ("kda", "gated_linear") else 0))
-        S = self.S * decay[:, None]
+            log_decay = log_decay + ev.gate + (self.channel if rule in ("kda", "gated_linear") else 0)
+        decay = log_decay.exp()
         if ev.kind == "write":
             if ev.key >= len(self.keys) or ev.value >= len(self.values):
                 raise ValueError(f"event {ev.label()} is past the hand-set tables "
                                  f"({len(self.keys)} keys, {len(self.values)} values)")
             k, v = self.keys[ev.key], self.values[ev.value]
         else:
-            k = self.keys[ev.key] if ev.kind == "read" else torch.zeros(K, dtype=S.dtype)
-            v = torch.zeros(self.spec.value_dim, dtype=S.dtype)
-        read = k @ S                                                                # (V,) before the write
+            k = self.keys[ev.key] if ev.kind == "read" else torch.zeros(K, dtype=dt)
+            v = torch.zeros(V, dtype=dt)
         beta = ev.beta if ev.kind == "write" else 0.0
-        if rule in ("linear", "gated_linear"):
-            u = beta * v                                                            # add, never correct
-        else:
-            u = beta * (v - read)                                                   # correct what k recalls
-        dS = torch.outer(k, u)
-        self.S = S + dS
+        decayed = self.S * decay[:, None]                                           # (K, V)
+        read = k @ decayed                                                          # (V,) before the write
+        out, S = _op(rule, k, v, beta, log_decay, self.S)
+        dS = S - decayed                                                            # the write the op made
+        self.S = S
         if ev.kind == "write":
             self.written.pop(ev.key, None)
             self.written[ev.key] = ev.value
         ids = list(self.written)
-        recall = (self.keys[ids] @ self.S) if ids else torch.zeros(0, self.spec.value_dim, dtype=S.dtype)
+        recall = (self.keys[ids] @ self.S) if ids else torch.zeros(0, V, dtype=dt)
         target = self.values[[self.written[i] for i in ids]] if ids else recall
         return {"S": self.S.clone(), "dS": dS, "k": k, "v": v, "read": read, "decay": decay,
-                "beta": beta, "out": k @ self.S if ev.kind == "read" else None,
+                "beta": beta, "out": out if ev.kind == "read" else None,
                 "recall_keys": ids, "recall": recall, "target": target}
+
+
+def _op(rule: str, k: Tensor, v: Tensor, beta: float, log_decay: Tensor, S: Tensor) -> tuple[Tensor, Tensor]:
+    """One token of the rule's op from lineage.ops, in its (B, T, H, X) layout with B = T = H = 1.
+    k (K,), v (V,), log_decay (K,), S (K, V) -> (k read after the step (V,), new S (K, V))."""
+    K, V = S.shape
+    q = k.view(1, 1, 1, K)
+    b = torch.full((1, 1, 1), beta, dtype=S.dtype)
+    if rule == "linear":        # no normaliser: z is carried and ignored; beta scales the value
+        o, (S, _) = ops.linear_attention(q, q, beta * v.view(1, 1, 1, V), scale=1.0, normalize=False,
+                                         initial_state=(S.view(1, 1, K, V), S.new_zeros(1, 1, K)))
+        return o.view(V), S.view(K, V)
+    if rule == "gated_linear":
+        # Mamba-2's decayed sum, one decay per key channel: row i of S fades and adds on its own,
+        # S_i = alpha_i S_i + k_i beta v, so each channel is one SSD head of width N = 1
+        o, S = ops.ssd(v.view(1, 1, 1, V).expand(1, 1, K, V), b.expand(1, 1, K), log_decay.view(1, 1, K),
+                       k.view(1, 1, K, 1), k.view(1, 1, K, 1), initial_state=S.view(1, K, 1, V))
+        return o.view(K, V).sum(0), S.view(K, V)                                   # k S = sum_i k_i S_i
+    if rule == "delta":
+        o, S = ops.delta_rule(q, q, v.view(1, 1, 1, V), b, scale=1.0, initial_state=S.view(1, 1, K, V))
+    elif rule == "gated_delta":  # one gate for the head: every channel's log decay is the same
+        o, S = ops.gated_delta_rule(q, q, v.view(1, 1, 1, V), log_decay[:1].view(1, 1, 1), b, scale=1.0,
+                                    initial_state=S.view(1, 1, K, V))
+    elif rule == "kda":
+        o, S = ops.kda(q, q, v.view(1, 1, 1, V), log_decay.view(1, 1, 1, K), b, scale=1.0,
+                       initial_state=S.view(1, 1, K, V))
+    else:
+        raise ValueError(f"unknown toy memory rule {rule!r}")
+    return o.view(V), S.view(K, V)
 
 
 def _keys(n: int, K: int, overlap: float, gen) -> Tensor:
@@ -106,24 +135,3 @@ def _table(rows, width: int, name: str) -> Tensor:
     if t.dim() != 2 or t.shape[1] != width:
         raise ValueError(f"weights.set.{name} must be a list of rows of {width} numbers; got shape {tuple(t.shape)}")
     return t
-
-
-def check_recurrence(mem: Memory, events: list[Event]) -> Tensor:
-    """The same events through `lineage.ops` (used by tests): the toy must be the real rule."""
-    K, V = mem.spec.key_dim, mem.spec.value_dim
-    writes = [e for e in events if e.kind == "write"]
-    k = mem.keys[[e.key for e in writes]].view(1, -1, 1, K)
-    v = mem.values[[e.value for e in writes]].view(1, -1, 1, V)
-    beta = torch.tensor([e.beta for e in writes], dtype=torch.float64).view(1, -1, 1)
-    if mem.spec.rule == "linear":
-        return ops.linear_attention(k, k, v * beta[..., None], normalize=False)[1][0][0, 0]
-    if mem.spec.rule == "gated_linear":
-        # the closed form: S_T = sum_t (decay applied after t) * k_t^T beta_t v_t, decay from log sums
-        logs = torch.stack([torch.full((K,), e.gate, dtype=torch.float64) + mem.channel for e in events])
-        after = logs.flip(0).cumsum(0).flip(0) - logs            # (T, K): log decay applied after step t
-        rows = [i for i, e in enumerate(events) if e.kind == "write"]
-        S = torch.zeros(K, V, dtype=torch.float64)
-        for j, t in enumerate(rows):
-            S += torch.outer(k[0, j, 0] * after[t].exp(), beta[0, j, 0] * v[0, j, 0])
-        return S
-    return ops.delta_rule(k, k, v, beta)[1][0, 0]

@@ -47,17 +47,54 @@ def test_two_facts_numbers():
     assert float(f.readout(1)[0]) == pytest.approx(1.21, abs=1e-12)
 
 
-def test_toy_memory_is_the_real_rule():
-    """The toy memory's state equals lineage.ops run on the same keys and values."""
+def _plain_memory(rule, keys, values, channel, events):
+    """The toy rules as one float64 numpy loop, written here and not taken from lineage.ops:
+    decay (alpha = e^(gate [+ channel])), read, then the write (add, or correct what k recalls).
+    Yields, per event, S after it and what the event's key reads back before and after."""
+    K, V = keys.shape[1], values.shape[1]
+    S = np.zeros((K, V))
+    for e in events:
+        log_a = np.zeros(K)
+        if rule in ("gated_delta", "kda", "gated_linear"):
+            log_a = log_a + e.gate + (channel if rule in ("kda", "gated_linear") else 0)
+        S = np.exp(log_a)[:, None] * S
+        k = keys[e.key] if e.kind in ("write", "read") else np.zeros(K)
+        before = k @ S
+        if e.kind == "write":
+            v = values[e.value]
+            w = e.beta * v if rule in ("linear", "gated_linear") else e.beta * (v - before)
+            for i in range(K):
+                for j in range(V):
+                    S[i, j] += k[i] * w[j]
+        yield S.copy(), before, k @ S
+
+
+TOYS = [p for p in BUNDLED if "memory:" in p.read_text()]
+
+
+def test_the_toys_cover_every_rule():
+    rules = {s.memory.rule for p in TOYS for s in load(p).model_specs}
+    assert rules == {"linear", "gated_linear", "delta", "gated_delta", "kda"}
+
+
+@pytest.mark.parametrize("path", TOYS, ids=lambda p: p.stem)
+def test_toy_memory_is_the_real_rule(path):
+    """Every rule the bundled toys use (linear, gated_linear, delta, gated_delta, kda), step by
+    step: the state, the read before the write and a read event's output equal a plain loop."""
     from lineage.scenario.tasks import generate
-    from lineage.playback.toy import Memory, check_recurrence
-    sc = load(SC / "recall.yaml")
+    from lineage.playback.toy import Memory
+    sc = load(path)
     seq = generate(sc.input.task)
     for spec in sc.model_specs:
-        mem = Memory(spec.memory, seq, sc.input.task, sc.weights.seed, {})
-        for ev in seq.events:
-            mem.step(ev)
-        assert np.allclose(mem.S.numpy(), check_recurrence(mem, seq.events).numpy(), atol=1e-12)
+        mem = Memory(spec.memory, seq, sc.input.task, sc.weights.seed, sc.weights.set)
+        want = _plain_memory(spec.memory.rule, mem.keys.numpy(), mem.values.numpy(), mem.channel.numpy(),
+                             seq.events)
+        for ev, (S, before, after) in zip(seq.events, want):
+            o = mem.step(ev)
+            assert np.abs(o["S"].numpy() - S).max() < 1e-12, (spec.memory.rule, ev.label())
+            assert np.abs(o["read"].numpy() - before).max() < 1e-12
+            if ev.kind == "read":
+                assert np.abs(o["out"].numpy() - after).max() < 1e-12
 
 
 def test_recall_scenario_shows_interference():
