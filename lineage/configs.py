@@ -73,6 +73,26 @@ class MechanismConfig:
 
 
 @dataclass
+class RopeScalingConfig:
+    """RoPE as real checkpoints name it (transformers' rope_type). 'default' is plain RoPE;
+    the others stretch it past the context the model was trained at: 'linear' divides
+    every frequency by factor; 'llama3' (Llama 3.1) divides only the slow ones (wavelength over
+    original_context / low_freq_factor), keeps the fast ones (under original_context /
+    high_freq_factor) and blends between; 'yarn' ramps from kept to divided over the channels that
+    turn beta_fast .. beta_slow times in original_context, and scales cos and sin by
+    attention_factor (None: 0.1 ln(factor) + 1)."""
+    kind: str = "default"              # 'default', 'linear', 'llama3' or 'yarn'
+    factor: float = 1.0
+    original_context: int | None = None  # original_max_position_embeddings (llama3, yarn)
+    low_freq_factor: float = 1.0       # llama3
+    high_freq_factor: float = 4.0      # llama3
+    beta_fast: float = 32.0            # yarn
+    beta_slow: float = 1.0             # yarn
+    attention_factor: float | None = None  # yarn
+    truncate: bool = True              # yarn: round the ramp's ends to whole channels
+
+
+@dataclass
 class AttentionConfig(MechanismConfig):
     """GPT-2 style causal softmax attention with a KV cache; grouped KV heads when n_kv_heads < n_heads."""
     d_model: int = 768
@@ -82,8 +102,12 @@ class AttentionConfig(MechanismConfig):
     bias: bool = True                  # GPT-2 has biases on every projection
     # Qwen3-Next's gated attention (real checkpoints); the defaults are GPT-2's plain attention
     qk_norm: bool = False              # RMSNorm over each head's q and k before attending
+    # OLMo-2/3's form of qk_norm: one RMSNorm over the whole q (H*D) and the whole k (Hkv*D) of a
+    # token, its weight per channel of every head; the heads' scales are then not independent
+    qk_norm_all_heads: bool = False
     rope_dim: int = 0                  # rotary embedding on the first rope_dim channels of a head (0: none)
     rope_theta: float = 10000.0
+    rope_scaling: RopeScalingConfig | None = None   # None: plain RoPE at rope_theta
     output_gate: bool = False          # sigmoid(g(x)) per channel before the output projection
     norm_eps: float = 1e-6
     # short causal conv over q|k|v, as the delta-rule presets have; None (not 0) is "none", so a
@@ -101,7 +125,8 @@ class AttentionConfig(MechanismConfig):
     def params(self) -> int:
         H, Hkv, D, d = self.n_heads, self.kv_heads, self.dim, self.d_model
         qkv = d * (H + 2 * Hkv) * D + (H + 2 * Hkv) * D * self.bias
-        extra = 2 * D * self.qk_norm + (d * H * D + H * D * self.bias) * self.output_gate
+        norms = (H + Hkv) * D if self.qk_norm_all_heads else 2 * D
+        extra = norms * self.qk_norm + (d * H * D + H * D * self.bias) * self.output_gate
         conv = (H + 2 * Hkv) * D * (self.conv_size or 0)
         return qkv + H * D * d + d * self.bias + extra + conv
 
@@ -166,6 +191,10 @@ class DeltaNetConfig(MechanismConfig):
 @dataclass
 class GatedDeltaNetConfig(DeltaNetConfig):
     """Gated DeltaNet: DeltaNet plus one decay per head, g = -exp(A_log) softplus(a(x) + dt_bias)."""
+    # beta = 2 sigmoid(b(x)) in (0, 2) instead of sigmoid(b(x)) in (0, 1) (OLMo-Hybrid): the write's
+    # transition I - beta k^T k then has eigenvalue 1 - beta down to -1 along k, so a step can flip
+    # what k recalls instead of only erasing it (negative eigenvalues, Grazzi et al. 2024)
+    allow_neg_eigval: bool = False
 
     def params(self) -> int:
         d, H, V = self.d_model, self.n_heads, self.v_dim
@@ -394,6 +423,9 @@ class ModelConfig:
     attnres: AttnResConfig | None = None
     norm: str = "rms"                  # 'rms' or 'layer' (GPT-2)
     norm_eps: float = 1e-6
+    # mixer kinds whose layers are post-norm (OLMo-2/3: x + norm(mixer(x)), x + norm(ffn(x)), the
+    # norm on the sublayer's output); every other layer is pre-norm, x + mixer(norm(x)). None: none
+    post_norm: tuple[str, ...] | None = None
     n_positions: int = 0               # > 0: a learned position table of this length (GPT-2)
     tie_embeddings: bool = False
     embed_std: float | None = None     # token embedding init; None: torch's N(0, 1). GPT-2 and trained presets: 0.02
@@ -431,6 +463,10 @@ class ModelConfig:
             raise ValueError(f"{self.name}: {len(self.mixers)} mixers but {len(self.ffns)} ffns")
         if self.norm not in ("rms", "layer"):
             raise ValueError(f"{self.name}: norm must be 'rms' or 'layer', got {self.norm!r}")
+        for kind in self.post_norm or ():
+            if kind not in MIXERS:
+                raise ConfigError(f"{self.name}: post_norm names {kind!r}, not a mixer kind (one of "
+                                  f"{', '.join(MIXERS)})", ("post_norm",))
         for i, (m, f) in enumerate(zip(self.mixers, self.ffns)):
             if m not in MIXERS:
                 raise ValueError(f"{self.name}: layer {i}: unknown mixer {m!r} (one of {', '.join(MIXERS)})")
@@ -459,6 +495,8 @@ class ModelConfig:
         a, m = self.attention, self.moe
         if a is not None and (a.rope_dim % 2 or a.rope_dim > a.dim):
             raise ConfigError(f"{self.name}: attention.rope_dim must be even and at most head_dim", ("attention", "rope_dim"))
+        if a is not None and a.rope_scaling is not None:
+            _check_rope_scaling(self.name, a.rope_scaling)
         for kind in (m.field for m in MIXERS.values() if issubclass(m.config, DeltaNetConfig)):
             sub = getattr(self, kind)
             if sub is not None and sub.n_heads % sub.key_heads:
@@ -472,3 +510,21 @@ class ModelConfig:
                                   ("moe", "n_group"))
             if m.top_k > m.topk_group * (m.n_experts // m.n_group):
                 raise ConfigError(f"{self.name}: moe.top_k exceeds the experts of topk_group groups", ("moe", "top_k"))
+
+
+def _check_rope_scaling(name: str, r: RopeScalingConfig) -> None:
+    where = ("attention", "rope_scaling")
+    if r.kind not in ("default", "linear", "llama3", "yarn"):
+        raise ConfigError(f"{name}: attention.rope_scaling.kind must be 'default', 'linear', 'llama3' or 'yarn', "
+                          f"got {r.kind!r}",
+                          where + ("kind",))
+    if not r.factor > 0:
+        raise ConfigError(f"{name}: attention.rope_scaling.factor must be > 0, got {r.factor}", where + ("factor",))
+    if r.kind in ("llama3", "yarn") and r.original_context is None:
+        raise ConfigError(f"{name}: attention.rope_scaling.original_context is needed by {r.kind!r}",
+                          where + ("original_context",))
+    if r.kind == "llama3" and not 0 < r.low_freq_factor < r.high_freq_factor:
+        raise ConfigError(f"{name}: attention.rope_scaling needs 0 < low_freq_factor < high_freq_factor",
+                          where + ("low_freq_factor",))
+    if r.kind == "yarn" and not 0 < r.beta_slow < r.beta_fast:
+        raise ConfigError(f"{name}: attention.rope_scaling needs 0 < beta_slow < beta_fast", where + ("beta_slow",))

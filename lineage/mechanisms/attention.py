@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from ..configs import AttentionConfig
 from .mla import rotate
+from .rope import rotate_scaled
 from .short_conv import ShortConv
 from .static_cache import StaticCache
 
@@ -62,9 +63,9 @@ class SoftmaxAttention(nn.Module):
             raise ValueError(f"n_heads {H} must be a multiple of n_kv_heads {Hkv}")
         self.c_attn = nn.Linear(cfg.d_model, (H + 2 * Hkv) * D, bias=cfg.bias)   # q | k | v in one matmul, as GPT-2
         self.c_proj = nn.Linear(H * D, cfg.d_model, bias=cfg.bias)
-        if cfg.qk_norm:
-            self.q_norm = nn.RMSNorm(D, eps=cfg.norm_eps)
-            self.k_norm = nn.RMSNorm(D, eps=cfg.norm_eps)
+        if cfg.qk_norm:     # per head (Qwen3), or over all heads at once (OLMo-2/3: qk_norm_all_heads)
+            self.q_norm = nn.RMSNorm(H * D if cfg.qk_norm_all_heads else D, eps=cfg.norm_eps)
+            self.k_norm = nn.RMSNorm(Hkv * D if cfg.qk_norm_all_heads else D, eps=cfg.norm_eps)
         self.g_proj = nn.Linear(cfg.d_model, H * D, bias=cfg.bias) if cfg.output_gate else None
         self.conv = ShortConv((H + 2 * Hkv) * D, cfg.conv_size) if cfg.conv_size else None
 
@@ -80,15 +81,20 @@ class SoftmaxAttention(nn.Module):
         if self.conv is not None:
             qkv, conv = self.conv(qkv, conv)
         q, k, v = qkv.split([H * D, Hkv * D, Hkv * D], dim=-1)
+        if cfg.qk_norm and cfg.qk_norm_all_heads:
+            q, k = self.q_norm(q), self.k_norm(k)               # (B, T, H*D), (B, T, Hkv*D): one RMS each
         q = q.view(B, T, H, D).transpose(1, 2)                 # (B, H, T, D)
         k = k.view(B, T, Hkv, D).transpose(1, 2)               # (B, Hkv, T, D)
-        if cfg.qk_norm:
+        if cfg.qk_norm and not cfg.qk_norm_all_heads:
             q, k = self.q_norm(q), self.k_norm(k)
         if cfg.rope_dim:
             pos = torch.arange(T, device=x.device) + start
             R = cfg.rope_dim
-            q = torch.cat([rotate(q[..., :R], pos, cfg.rope_theta), q[..., R:]], dim=-1)
-            k = torch.cat([rotate(k[..., :R], pos, cfg.rope_theta), k[..., R:]], dim=-1)
+            s = cfg.rope_scaling
+            turn = (lambda t: rotate(t, pos, cfg.rope_theta)) if s is None else \
+                (lambda t: rotate_scaled(t, pos, cfg.rope_theta, s))
+            q = torch.cat([turn(q[..., :R]), q[..., R:]], dim=-1)
+            k = torch.cat([turn(k[..., :R]), k[..., R:]], dim=-1)
         return q, k, v.view(B, T, Hkv, D).transpose(1, 2), conv     # v: (B, Hkv, T, D)
 
     def _attend(self, q: Tensor, cache: KVCache | StaticKVCache, visible: Tensor | None = None) -> tuple[Tensor, Tensor]:
