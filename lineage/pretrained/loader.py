@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..arithmetic import DTYPE_BYTES, dtype_name
 from ..did_you_mean import did_you_mean
-from . import gpt2, kimi_linear, qwen3_next
+from . import gpt2, kimi_linear, llama, qwen3_next
 from .hfconfig import Fields, read_config
 from .problems import PretrainedError
 from .shards import Shards, resolve_dir, weight_files
@@ -21,6 +21,7 @@ from .tokenizer import load_tokenizer
 FAMILIES = (
     gpt2,
     kimi_linear,
+    llama,
     qwen3_next,
 )
 ARCHS = {kind: m for m in FAMILIES for kind in m.MODEL_TYPES}
@@ -108,9 +109,22 @@ def load_pretrained(path, device="cpu", dtype=None):
         raise PretrainedError(f"{root}: the checkpoint lacks weights config.json implies: {short[0]} "
                               f"({written[short[0]]:,} of {dest[short[0]].numel():,} values found; "
                               f"{len(short)} parameters incomplete)")
+    if cfg.tie_embeddings and "lm_head.weight" in shards.where:
+        _same_head(shards, dest["wte.weight"])
     for n, t in dest.items():
         owner, _, leaf = n.rpartition(".")
         model.get_submodule(owner)._parameters[leaf] = torch.nn.Parameter(t, requires_grad=False)
     if cfg.tie_embeddings:
         model.lm_head.weight = model.wte.weight
     return model.eval(), load_tokenizer(root)
+
+
+def _same_head(shards: Shards, wte) -> None:
+    """config.json ties the head to the embedding, yet the file carries a head of its own: use
+    it only if it is the embedding, else refuse (dropping a trained head silently changes the model)."""
+    import torch
+    head = shards.get("lm_head.weight")
+    if tuple(head.shape) != tuple(wte.shape) or not torch.equal(head.to(wte.device, wte.dtype), wte):
+        raise PretrainedError(f"{shards.where['lm_head.weight'][1]}: tensor lm_head.weight differs from the "
+                              "embedding, but config.json ties them (tie_word_embeddings); refusing to drop it "
+                              "(set tie_word_embeddings to false to use the file's head)")

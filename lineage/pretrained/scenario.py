@@ -1,6 +1,7 @@
 """The scenario `lineage run CHECKPOINT_DIR` opens: the checkpoint, the given text or ids, and
 the panels its architecture has something to show in (state and decay of its first recurrent
-layer, routing of its first MoE layer, the cache, the tokens). Torch-free."""
+layer, routing of its first MoE layer, or with neither the attention of its first softmax
+layer; the cache, the tokens). Torch-free."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,6 +22,8 @@ def default_panels(cfg) -> list[dict]:
     for kind in ("state", "decay", "routing"):
         if (layer := panel_layers(cfg, kind).shown) is not None:
             panels.append({"kind": kind, "layer": layer})
+    if len(panels) == 1 and (layer := panel_layers(cfg, "attention").shown) is not None:
+        panels.append({"kind": "attention", "layer": layer})     # all softmax: what its heads look at
     panels.append({"kind": "cache"})
     return panels
 

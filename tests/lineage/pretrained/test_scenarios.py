@@ -63,8 +63,8 @@ def test_pretrained_problems_are_located(ckpt, tmp_path):
     assert "model.pretrained" in str(e.value.problems[0]) and "not a directory" in str(e.value.problems[0])
     bad = tmp_path / "bad"
     bad.mkdir()
-    (bad / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    with pytest.raises(ScenarioError, match="model_type 'llama' is not supported"):
+    (bad / "config.json").write_text(json.dumps({"model_type": "bloom"}))
+    with pytest.raises(ScenarioError, match="model_type 'bloom' is not supported"):
         loads(scenario(bad))
     with pytest.raises(ScenarioError, match="dtype and device per model are for pretrained"):
         loads("version: 1\ntitle: t\nmodel: {preset: tiny-kda, dtype: bfloat16}\ninput: {text: hi}\n")

@@ -1,0 +1,183 @@
+"""Llama-style checkpoints (llama, qwen3, mistral): logits equal to transformers over a prefill
+and cached steps, every RoPE scaling past the pretraining length, q/k norms, biases, tied and
+untied heads, greedy tokens; and what is refused, in one line naming config.json's field."""
+import json
+
+import pytest
+
+pytest.importorskip("transformers")
+import torch  # noqa: E402
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,  # noqa: E402
+                          Qwen3Config, Qwen3ForCausalLM)
+
+import lineage  # noqa: E402
+from lineage.pretrained import PretrainedError  # noqa: E402
+
+from .helpers import compare  # noqa: E402
+
+TOKENS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
+CLASSES = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen3": (Qwen3Config, Qwen3ForCausalLM),
+           "mistral": (MistralConfig, MistralForCausalLM)}
+
+
+def make(path, family="llama", **kw):
+    """A tiny random transformers model at awkward sizes (5 query heads sharing 1 KV head, heads
+    of 8 channels, not 35 / 5), every parameter stirred (transformers leaves norms at 1, biases
+    at 0: a swapped tensor could hide), saved with save_pretrained."""
+    torch.manual_seed(0)
+    cfg = dict(vocab_size=83, hidden_size=35, intermediate_size=50, num_hidden_layers=3, num_attention_heads=5,
+               num_key_value_heads=1, head_dim=8, max_position_embeddings=512, attn_implementation="eager", **TOKENS)
+    if family == "mistral":
+        cfg["sliding_window"] = None
+    cfg.update(kw)
+    conf_cls, model_cls = CLASSES[family]
+    ref = model_cls(conf_cls(**cfg)).eval()
+    torch.manual_seed(1)
+    for p in ref.parameters():
+        torch.nn.init.normal_(p, std=0.3)
+    ref.save_pretrained(str(path))
+    return ref
+
+
+def llama3(orig=16):
+    return dict(rope_type="llama3", rope_theta=500.0, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                original_max_position_embeddings=orig)
+
+
+def test_llama_equals_transformers_past_the_llama3_context(tmp_path):
+    """GQA 5:1, head_dim 8 != 35 / 5, attention and MLP biases, llama3 RoPE trained at 16
+    positions: a 200-token prefill and steps reach 12x past it."""
+    ref = make(tmp_path, rope_parameters=llama3(), attention_bias=True, mlp_bias=True)
+    model, _ = lineage.load_pretrained(tmp_path)
+    a = model.cfg.attention
+    assert (a.n_heads, a.kv_heads, a.dim, a.bias, a.rope_scaling.kind) == (5, 1, 8, True, "llama3")
+    assert model.cfg.dense.bias and model.lm_head.weight is not model.wte.weight
+    errs = compare(ref, tmp_path, 83, prefill=200, steps=4)
+    assert max(errs) < 1e-4, errs
+
+
+def test_llama_tied_one_token_prefill_mha(tmp_path):
+    ref = make(tmp_path, tie_word_embeddings=True, num_key_value_heads=5, head_dim=None, hidden_size=30,
+               rope_parameters=dict(rope_type="default", rope_theta=10000.0))
+    model, _ = lineage.load_pretrained(tmp_path)
+    assert model.lm_head.weight is model.wte.weight and model.cfg.attention.dim == 6
+    errs = compare(ref, tmp_path, 83, prefill=1, steps=8)
+    assert max(errs) < 1e-4, errs
+
+
+@pytest.mark.parametrize("rope", [
+    dict(rope_type="linear", rope_theta=300.0, factor=3.0),
+    dict(rope_type="yarn", rope_theta=300.0, factor=4.0, original_max_position_embeddings=16),
+    dict(rope_type="yarn", rope_theta=300.0, factor=4.0, original_max_position_embeddings=16, attention_factor=1.3,
+         beta_fast=8.0, beta_slow=2.0, truncate=False),
+    dict(rope_type="yarn", rope_theta=300.0, factor=6.0, original_max_position_embeddings=16, mscale=0.7,
+         mscale_all_dim=0.4),
+    dict(rope_type="llama3", rope_theta=300.0, factor=5.0, low_freq_factor=2.0, high_freq_factor=3.0,
+         original_max_position_embeddings=24),
+], ids=["linear", "yarn", "yarn-attention-factor", "yarn-mscale", "llama3"])
+def test_rope_scaling_past_the_original_context(tmp_path, rope):
+    """Each scaling type at positions past original_max_position_embeddings (40 + 4 > 16 or 24)."""
+    ref = make(tmp_path, rope_parameters=rope, num_hidden_layers=2)
+    errs = compare(ref, tmp_path, 83, prefill=40, steps=4)
+    assert max(errs) < 1e-4, errs
+
+
+def test_older_rope_scaling_spelling(tmp_path):
+    """Hub files before transformers 5: `rope_scaling` with `type` and a top-level rope_theta."""
+    ref = make(tmp_path, rope_parameters=llama3(), num_hidden_layers=2)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    rope = cfg.pop("rope_parameters")
+    cfg["rope_theta"] = rope.pop("rope_theta")
+    rope["type"] = rope.pop("rope_type")
+    cfg["rope_scaling"] = rope
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    model, _ = lineage.load_pretrained(tmp_path)
+    assert model.cfg.attention.rope_scaling.kind == "llama3" and model.cfg.attention.rope_theta == 500.0
+    assert max(compare(ref, tmp_path, 83, prefill=30, steps=3)) < 1e-4
+
+
+def test_greedy_tokens_equal_transformers(tmp_path):
+    ref = make(tmp_path, rope_parameters=llama3())
+    model, _ = lineage.load_pretrained(tmp_path)
+    ids = torch.tensor([[5, 17, 3, 44, 9, 60, 21]])
+    with torch.no_grad():
+        want = ref.generate(ids, max_new_tokens=12, do_sample=False, pad_token_id=0)[0, 7:].tolist()
+        logits, state = model(ids)
+        got = []
+        for _ in range(12):
+            got.append(int(logits[0, -1].argmax()) if not got else int(logits[0].argmax()))
+            logits, state = model.step(torch.tensor([got[-1]]), state)
+    assert got == want
+
+
+def test_tied_config_with_a_head_in_the_file(tmp_path):
+    """tie_word_embeddings with an lm_head.weight in the file: loaded when it is the embedding,
+    refused when it differs (never silently dropped)."""
+    from safetensors.torch import load_file, save_file
+    make(tmp_path, tie_word_embeddings=True, num_hidden_layers=1)
+    sd = load_file(str(tmp_path / "model.safetensors"))
+    assert "lm_head.weight" not in sd
+    save_file(dict(sd, **{"lm_head.weight": sd["model.embed_tokens.weight"].clone()}),
+              str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    model, _ = lineage.load_pretrained(tmp_path)
+    assert model.lm_head.weight is model.wte.weight
+    save_file(dict(sd, **{"lm_head.weight": sd["model.embed_tokens.weight"] + 1e-3}),
+              str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(PretrainedError, match="lm_head.weight differs from the embedding.*tie_word_embeddings"):
+        lineage.load_pretrained(tmp_path)
+
+
+def test_parameter_arithmetic_counts_what_loads(tmp_path):
+    from lineage.arithmetic import count
+    make(tmp_path, attention_bias=True, mlp_bias=True)
+    model, _ = lineage.load_pretrained(tmp_path)
+    assert count(model.cfg)["total"] == sum(p.numel() for p in model.parameters())
+
+
+def _edit(path, **fields):
+    cfg = json.loads((path / "config.json").read_text())
+    cfg.update(fields)
+    (path / "config.json").write_text(json.dumps(cfg))
+
+
+@pytest.mark.parametrize("fields, match", [
+    (dict(rope_parameters=dict(rope_type="dynamic", rope_theta=1e4, factor=2.0)), "rope_type 'dynamic'"),
+    (dict(rope_parameters=dict(rope_type="longrope", rope_theta=1e4, factor=2.0)), "rope_type 'longrope'"),
+    (dict(rope_parameters=dict(rope_type="linear", rope_theta=1e4, factor=2.0, beta_fast=3)), "'beta_fast'"),
+    (dict(rope_parameters=dict(rope_type="linear", rope_theta=1e4, factor=-2.0)), "factor must be a positive"),
+    (dict(rope_parameters=dict(rope_type="default", rope_theta=1e4, partial_rotary_factor=0.5)), "partial_rotary"),
+    (dict(rope_scaling=dict(rope_type="linear", factor=2.0)), "disagrees with rope_parameters"),
+    (dict(hidden_act="gelu"), "hidden_act"),
+    (dict(layer_types=["full_attention"] * 3), "layer_types: a field the llama loader does not understand"),
+])
+def test_refused_in_one_line_naming_the_field(tmp_path, fields, match):
+    make(tmp_path, num_hidden_layers=3)
+    _edit(tmp_path, **fields)
+    with pytest.raises(PretrainedError, match=match) as e:
+        lineage.load_pretrained(tmp_path)
+    assert "config.json" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_lineage_run_dir_opens_it(tmp_path, capsys):
+    """`lineage run DIR`'s scenario: tokens, the attention of layer 0 and the cache; it records
+    and draws headless, and validate accepts it."""
+    from lineage.playback.session import Session
+    from lineage.pretrained.scenario import checkpoint_scenario
+    from lineage.scenario import loads
+    from tui.cli import main
+    make(tmp_path / "tiny-llama", rope_parameters=llama3())
+    text = checkpoint_scenario(tmp_path / "tiny-llama", ids=[5, 6, 7], steps=4)
+    sc = loads(text)
+    assert [p.kind for p in sc.panels] == ["tokens", "attention", "cache"]
+    s = Session(sc, device="cpu")
+    f = s.frame(3)
+    assert s.info["models"][0]["kind"] == "lm"
+    s.close()
+    (tmp_path / "s.yaml").write_text(text)
+    assert main(["validate", str(tmp_path / "s.yaml")]) == 0
+    for panel in ("attention", "cache"):
+        assert main(["snapshot", str(tmp_path / "tiny-llama"), "--ids", "5,6,7", "--step", "3", "--panel", panel,
+                     "-o", "-"]) == 0
+    out = capsys.readouterr().out
+    assert "attention: tiny-llama layer 0 softmax" in out and "3 tokens cached" in out, out
+    assert f is not None
