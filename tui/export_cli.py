@@ -177,7 +177,6 @@ def _snapshot(args) -> int:
 
 def _snapshot_of(cur, args, out: Path) -> int:
     from lineage.playback.trace import TraceError
-    from tui.panels import render
     try:                         # a corrupt frame or a failing model: its one line here, not inside the headless app
         cur.frame(args.step - 1, progress=_progress(args.source))
     except TraceError:
@@ -193,7 +192,8 @@ def _snapshot_of(cur, args, out: Path) -> int:
         except RuntimeError as e:            # the headless app could not open or show it: one line
             return err(str(e).splitlines()[0])
         return _write(out, svg if out.suffix == ".svg" else svg_to_png(svg, args.scale, args.theme), args.force)
-    text = render(cur, args.step - 1, args.panel)
+    from tui.headless import slide_text
+    text = slide_text(cur, args.step - 1, args.panel)
     if str(out) == "-":
         sys.stdout.write(text)
         return 0
@@ -230,7 +230,7 @@ def _export_problem(args) -> str | None:
 
 
 def _slides(args) -> int:
-    """lineage slides SCENARIO -o DIR/: one PNG and .txt per caption step."""
+    """lineage slides SCENARIO -o DIR/: one PNG and .txt per caption, at the step it is true."""
     problem = _export_problem(args)
     if problem is not None:
         return err(problem)
@@ -242,14 +242,14 @@ def _slides(args) -> int:
     if cur is None:
         return code
     from tui.headless import slide_names, write_slides
-    from tui.snapshot import caption_steps
-    names = slide_names(caption_steps(cur.info, cur.total))
+    from tui.snapshot import slide_steps
+    names = slide_names(slide_steps(cur.info, cur.total))
     problem, others = _names_problem(out, names, resolve(args.source), args.force)
     if problem is not None:
         cur.close()
         return err(problem)
     try:                          # every step a slide shows, before the headless app starts
-        for i in caption_steps(cur.info, cur.total):
+        for i in slide_steps(cur.info, cur.total):
             cur.frame(i)
     except Exception as e:  # noqa: BLE001  a failing model or a corrupt frame: one line
         cur.close()

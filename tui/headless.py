@@ -11,7 +11,7 @@ from pathlib import Path
 
 from textual.worker import WorkerCancelled
 
-from .snapshot import THEMES, caption_steps, step_line, svg_to_png
+from .snapshot import THEMES, slide_steps, step_line, svg_to_png
 
 PANEL_SIZE = (100, 30)           # a slide of one panel: about 16:9 once rendered (cells are ~1:2)
 SCREEN_SIZE = (160, 50)
@@ -101,24 +101,30 @@ def slide_names(steps: list[int]) -> list[str]:
     return [f"{n:0{width}d}-step{i + 1:04d}" for n, i in enumerate(steps, 1)]
 
 
+def slide_text(cursor, i: int, panel: str | None) -> str:
+    """The text form of what a snapshot or slide shows at 0-based step i: a panel's picture
+    carries the caption, so its text does too."""
+    from .panels import render
+    text = render(cursor, i, panel)
+    if panel not in (None, "captions"):
+        text += "\n" + render(cursor, i, "captions").split("\n", 2)[2]
+    return text
+
+
 def write_slides(path: str, out_dir: Path, cursor, panel: str | None = None, size=None, scale: float = 1.0,
                  theme: str = "dark", salvage: bool = False, force: bool = False) -> list[Path]:
-    """One PNG and one .txt per caption step, numbered in order: 01-step0001.png, ... Each is
+    """One PNG and one .txt per caption, at its slide step, numbered in order: 01-step0008.png, ... Each is
     written whole and never through a link; one already there is replaced only with `force`."""
     from lineage.files import write_new
 
-    from .panels import render
-    steps = caption_steps(cursor.info, cursor.total)
+    steps = slide_steps(cursor.info, cursor.total)
     stems = dict(zip(steps, slide_names(steps)))
     written: list[Path] = []
 
     def each(i: int, svg: str) -> None:
         png, txt = out_dir / (stems[i] + ".png"), out_dir / (stems[i] + ".txt")
         write_new(png, svg_to_png(svg, scale, theme), force)
-        text = render(cursor, i, panel)
-        if panel not in (None, "captions"):          # a panel's slide shows the caption: so does its text
-            text += "\n" + render(cursor, i, "captions").split("\n", 2)[2]
-        write_new(txt, text, force)
+        write_new(txt, slide_text(cursor, i, panel), force)
         written.extend([png, txt])
 
     size = size or (PANEL_SIZE if panel else SCREEN_SIZE)

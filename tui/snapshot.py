@@ -27,6 +27,20 @@ def caption_steps(info: dict, total: int) -> list[int]:
     return steps or [0]
 
 
+def slide_steps(info: dict, total: int) -> list[int]:
+    """The 0-based step each caption's slide shows, in order: the step it names (`shot`), else
+    its last one (`until`, or the step before the next caption starts, or the end), where what
+    it says has happened. The last step if there is no caption."""
+    caps = sorted((c for c in info.get("captions", []) if c["at"] < total), key=lambda c: c["at"])
+    starts = [c["at"] for c in caps]
+    steps = set()
+    for c in caps:
+        later = [s for s in starts if s > c["at"]]
+        last = min(x for x in (c.get("until"), later[0] - 1 if later else None, total - 1) if x is not None)
+        steps.add(c["shot"] if c.get("shot") is not None else last)
+    return sorted(steps) or [total - 1]
+
+
 # monospace fonts a system may have, by file name stem, and their family names: resvg draws no
 # text at all in a family it cannot find, so the PNG names one that is installed
 MONO_FONTS = [("DejaVuSansMono", "DejaVu Sans Mono"), ("LiberationMono", "Liberation Mono"),

@@ -85,6 +85,12 @@ class Cursor:
         pass
 
 
+def caption_info(c) -> dict:
+    """A caption as sessions and traces carry it: 0-based steps (`at`, `until`, `shot`), the
+    form traces have always held, so old traces replay as they were."""
+    return {"at": c.at, "until": c.until, "shot": c.shot, "text": c.text}
+
+
 def _caption(sc: Scenario, i: int) -> str | None:
     text = None
     for c in sorted(sc.captions, key=lambda c: c.at):
@@ -107,7 +113,7 @@ class Session(Cursor):
         self.runner = make_runner(sc, device or sc.device, self.notes)
         self.info = {"title": sc.title, "description": sc.description, "steps": self.total,
                      "models": self.runner.info_models, "panels": [p.model_dump() for p in sc.panels],
-                     "captions": [c.model_dump() for c in sc.captions],
+                     "captions": [caption_info(c) for c in sc.captions],
                      "figure": sc.figure.model_dump() if sc.figure is not None else None,
                      "device": self.runner.device, "dtype": sc.dtype, "backend": self.runner.backend,
                      "decoding": sc.decoding.model_dump(), "notes": self.notes}

@@ -180,8 +180,11 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
     total = total_steps(sc, base_dir)
     for j, c in enumerate(sc.captions):
         if total is not None and c.at >= total:
-            problems.append(loc.problem(("captions", j, "at"), f"step {c.at} is past the end (the scenario has "
-                                        f"{total} steps: 0-{total - 1})"))
+            # named at the key the file used: step (from 1) or the older at (from 0)
+            key = "step" if ("captions", j, "step") in loc.values else "at"
+            said = f"step {c.step}" if key == "step" else f"at {c.at} (step {c.step})"
+            problems.append(loc.problem(("captions", j, key), f"{said} is past the end (the scenario has "
+                                        f"{total} steps: 1-{total})"))
 
 
 def _listed(layers) -> str:

@@ -167,9 +167,53 @@ class Panel(Strict):
 
 
 class Caption(Strict):
-    at: int = Field(ge=0)
+    """A note shown from `step` through `last` (default: until the next caption starts), the
+    steps counted from 1 as the counter, `g` and `--step` count them. `slide` is the step a
+    slide of it shows (default `last`: the claim has been made true by then).
+
+    Files written before captions counted from 1 say `at:` / `until:`, counted from 0: they
+    are read as they were meant. In the code, `at` / `until` / `shot` are 0-based frame indices."""
+    step: int = Field(ge=1)
     text: str = Field(min_length=1, max_length=2000)
-    until: int | None = Field(None, ge=0)
+    last: int | None = Field(None, ge=1)
+    slide: int | None = Field(None, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _counted_from_zero(cls, data):
+        if not isinstance(data, dict) or not ({"at", "until"} & set(data)):
+            return data
+        if {"step", "last"} & set(data):
+            raise ValueError("give step/last (counted from 1) or the older at/until (counted from 0), not both")
+        data = dict(data)
+        for old, new in (("at", "step"), ("until", "last")):
+            if old in data:
+                n = data.pop(old)
+                if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                    raise ValueError(f"{old}: {n!r} is not a step (at/until count from 0; step/last from 1)")
+                data[new] = n + 1
+        return data
+
+    @model_validator(mode="after")
+    def _in_order(self):
+        if self.last is not None and self.last < self.step:
+            raise ValueError(f"last ({self.last}) is before step ({self.step})")
+        if self.slide is not None and not (self.step <= self.slide <= (self.last or self.slide)):
+            raise ValueError(f"slide ({self.slide}) is not among the steps the caption shows "
+                             f"({self.step}-{self.last if self.last is not None else 'the next caption'})")
+        return self
+
+    @property
+    def at(self) -> int:
+        return self.step - 1
+
+    @property
+    def until(self) -> int | None:
+        return None if self.last is None else self.last - 1
+
+    @property
+    def shot(self) -> int | None:
+        return None if self.slide is None else self.slide - 1
 
 
 # ------------------------------------------------------------------------------ figures

@@ -229,9 +229,9 @@ def test_slides_one_png_and_text_per_caption(tmp_path):
     out = tmp_path / "deck"
     assert main(["slides", "fig5_gating", "-o", str(out), "--scale", "0.5"]) == 0
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["01-step0001.png", "01-step0001.txt", "02-step0009.png", "02-step0009.txt",
-                     "03-step0017.png", "03-step0017.txt", "04-step0018.png", "04-step0018.txt"]
-    assert "note: Topic A" in (out / "01-step0001.txt").read_text()
+    assert names == ["01-step0008.png", "01-step0008.txt", "02-step0009.png", "02-step0009.txt",
+                     "03-step0017.png", "03-step0017.txt", "04-step0025.png", "04-step0025.txt"]
+    assert "note: Topic A" in (out / "01-step0008.txt").read_text()
     assert all((out / n).read_bytes()[:4] == b"\x89PNG" for n in names if n.endswith(".png"))
     assert main(["slides", "fig5_gating", "-o", str(out)]) == 2              # never over a deck
     assert main(["slides", "fig5_gating", "-o", str(tmp_path / "d2"), "--scale", "0"]) == 2

@@ -68,10 +68,10 @@ def test_snapshot_on_a_full_disk_leaves_nothing(small_fs, capsys):
 def test_slides_never_replace_a_note_or_follow_a_link(tmp_path, capsys):
     deck = tmp_path / "deck"
     deck.mkdir()
-    note = deck / "01-step0001.txt"                # a text file with a slide's name, and no PNG
+    note = deck / "01-step0008.txt"                # a text file with a slide's name, and no PNG
     note.write_text("mine")
     assert main(["slides", "fig5_gating", "-o", str(deck), "--scale", "0.3"]) == 2
-    _one_line(capsys, "01-step0001.txt", "exists")
+    _one_line(capsys, "01-step0008.txt", "exists")
     note.unlink()
     (deck / "02-step0009.png").symlink_to(tmp_path / "victim.png")
     for force in ([], ["--force"]):
@@ -80,10 +80,10 @@ def test_slides_never_replace_a_note_or_follow_a_link(tmp_path, capsys):
     assert not (tmp_path / "victim.png").exists() and sorted(os.listdir(deck)) == ["02-step0009.png"]
     (deck / "02-step0009.png").unlink()
     assert main(["slides", "fig5_gating", "-o", str(deck), "--scale", "0.3"]) == 0
-    first = (deck / "01-step0001.txt").read_text()
+    first = (deck / "01-step0008.txt").read_text()
     assert main(["slides", "fig5_gating", "-o", str(deck), "--scale", "0.3"]) == 2     # a deck is there
     assert main(["slides", "fig5_gating", "-o", str(deck), "--scale", "0.3", "--force"]) == 0
-    assert (deck / "01-step0001.txt").read_text() == first and not [p for p in deck.iterdir() if
+    assert (deck / "01-step0008.txt").read_text() == first and not [p for p in deck.iterdir() if
                                                                    p.name.startswith(".")]
 
 
