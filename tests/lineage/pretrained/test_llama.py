@@ -181,3 +181,42 @@ def test_lineage_run_dir_opens_it(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "attention: tiny-llama layer 0 softmax" in out and "3 tokens cached" in out, out
     assert f is not None
+
+
+# ------------------------------------------------------------------------------------- qwen3
+
+def test_qwen3_equals_transformers_with_its_qk_norms(tmp_path):
+    """Qwen3's per-head q/k RMSNorm stores the plain scale (Qwen3-Next's stores w for 1 + w):
+    loaded as is into the attention's q_norm / k_norm; biases, GQA 5:1, 200 tokens of prefill."""
+    ref = make(tmp_path, family="qwen3", attention_bias=True, rope_parameters=dict(rope_type="default", rope_theta=1e6))
+    model, _ = lineage.load_pretrained(tmp_path)
+    a = model.cfg.attention
+    assert a.qk_norm and a.bias and not a.output_gate and model.cfg.notes == "Qwen3 checkpoint"
+    want = ref.model.layers[1].self_attn.q_norm.weight
+    assert torch.equal(model.blocks[1].mixer.q_norm.weight, want)
+    errs = compare(ref, tmp_path, 83, prefill=200, steps=4)
+    assert max(errs) < 1e-4, errs
+
+
+def test_qwen3_tied_yarn_and_its_head_dim_default(tmp_path):
+    """Qwen3's head_dim defaults to 128, not hidden_size // heads: a config.json without it."""
+    ref = make(tmp_path, family="qwen3", tie_word_embeddings=True, head_dim=128, num_hidden_layers=2,
+               rope_parameters=dict(rope_type="yarn", rope_theta=1e6, factor=4.0, original_max_position_embeddings=16))
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    del cfg["head_dim"]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    model, _ = lineage.load_pretrained(tmp_path)
+    assert model.cfg.attention.dim == 128 and model.lm_head.weight is model.wte.weight
+    errs = compare(ref, tmp_path, 83, prefill=1, steps=30)
+    assert max(errs) < 1e-4, errs
+
+
+@pytest.mark.parametrize("fields, match", [
+    (dict(mlp_bias=True), "mlp_bias: a field the qwen3 loader does not understand"),
+    (dict(hidden_act="gelu"), "hidden_act"),
+])
+def test_qwen3_refusals(tmp_path, fields, match):
+    make(tmp_path, family="qwen3", num_hidden_layers=1)
+    _edit(tmp_path, **fields)
+    with pytest.raises(PretrainedError, match=match):
+        lineage.load_pretrained(tmp_path)
