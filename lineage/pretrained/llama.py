@@ -15,7 +15,7 @@ import re
 from ..configs import AttentionConfig, DenseFFNConfig, ModelConfig, RopeScalingConfig
 from .hfconfig import Fields
 
-MODEL_TYPES = ("llama", "qwen3")
+MODEL_TYPES = ("llama", "qwen3", "mistral")
 NOTES = {"llama": "Llama checkpoint", "qwen3": "Qwen3 checkpoint", "mistral": "Mistral checkpoint"}
 
 # the keys of a rope_parameters (or older rope_scaling) dict each rope_type reads

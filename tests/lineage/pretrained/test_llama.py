@@ -220,3 +220,30 @@ def test_qwen3_refusals(tmp_path, fields, match):
     _edit(tmp_path, **fields)
     with pytest.raises(PretrainedError, match=match):
         lineage.load_pretrained(tmp_path)
+
+
+# ----------------------------------------------------------------------------------- mistral
+
+def test_mistral_without_a_window_equals_transformers(tmp_path):
+    """Mistral v0.2/v0.3 (sliding_window null): Llama's layout without biases; head_dim absent
+    in old hub files means hidden_size // heads."""
+    ref = make(tmp_path, family="mistral", head_dim=None, hidden_size=30, num_key_value_heads=5, num_hidden_layers=2,
+               rope_parameters=dict(rope_type="default", rope_theta=1e6))
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    del cfg["head_dim"]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    model, _ = lineage.load_pretrained(tmp_path)
+    assert model.cfg.attention.dim == 6 and not model.cfg.attention.bias
+    errs = compare(ref, tmp_path, 83, prefill=200, steps=4)
+    assert max(errs) < 1e-4, errs
+
+
+@pytest.mark.parametrize("fields, match", [
+    (dict(attention_bias=True), "attention_bias: a field the mistral loader does not understand"),
+    (dict(layer_types=["full_attention"] * 2), "layer_types: a field the mistral loader"),
+])
+def test_mistral_refusals(tmp_path, fields, match):
+    make(tmp_path, family="mistral", num_hidden_layers=2)
+    _edit(tmp_path, **fields)
+    with pytest.raises(PretrainedError, match=match):
+        lineage.load_pretrained(tmp_path)
