@@ -32,13 +32,17 @@ class ConfigError(ValueError):
 
 
 ZERO_OK = {"conv_size", "n_shared", "n_positions", "rope_dim"}     # sizes where 0 means "none" (no conv, no shared expert)
+# a norm's epsilon must be > 0 (else a NaN) and an init's spread >= 0 (0 is a zero init, as
+# AttnRes's pseudo-queries start; below, torch's error)
+POSITIVE, NOT_NEGATIVE = ("eps",), ("_std",)
 MAX_SIZE = 1 << 20      # any one size; the parameter limit is checked elsewhere, but a huge head count
                         # with tiny heads holds few parameters and still allocates per head
 
 
 def check_numbers(cfg, section: tuple = ()) -> None:
     """Every size of a config (a dataclass) at least 1 (0 where it means none) and every float
-    finite: what the model would otherwise fail on deep inside torch, or silently compute NaN with."""
+    finite (an epsilon > 0, a spread >= 0): what the model would otherwise fail on deep inside
+    torch, or silently compute NaN with."""
     for f in dataclasses.fields(cfg):
         v, where = getattr(cfg, f.name), section + (f.name,)
         label = ".".join(where)
@@ -50,6 +54,10 @@ def check_numbers(cfg, section: tuple = ()) -> None:
             raise ConfigError(f"{label} is {v:,}; sizes are limited to {MAX_SIZE:,}", where)
         if isinstance(v, float) and not math.isfinite(v):
             raise ConfigError(f"{label} must be a finite number, got {v}", where)
+        if isinstance(v, float) and f.name.endswith(POSITIVE) and not v > 0:
+            raise ConfigError(f"{label} must be > 0, got {v}", where)
+        if isinstance(v, float) and f.name.endswith(NOT_NEGATIVE) and v < 0:
+            raise ConfigError(f"{label} must be >= 0, got {v}", where)
         if dataclasses.is_dataclass(v):
             check_numbers(v, where)
 

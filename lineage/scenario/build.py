@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import configs as C
 from ..arithmetic import count
+from ..config_dict import field_value, hints
 from ..did_you_mean import did_you_mean
 from ..presets import PRESETS, get_preset
 from .reader import Located
@@ -40,41 +41,19 @@ def _merge_dataclass(obj, patch: dict, path: tuple, problems: list, loc: Located
                                             {f.name for f in dataclasses.fields(sub_cls)} else sub_cls(),
                                             val, path + (key,), problems, loc)
         else:
-            err = _type_problem(cur, val, names[key])
-            if err:
-                problems.append(loc.problem(path + (key,), err))
+            try:                          # by the field's declared type: a None default is no excuse
+                changes[key] = field_value(val, hints(type(obj))[key])
+            except C.ConfigError as e:
+                problems.append(loc.problem(path + (key,), str(e)))
                 continue
-            changes[key] = tuple(val) if isinstance(val, list) else val
     return dataclasses.replace(obj, **changes)
 
 
 def _sub_config_class(cls, key):
-    hints = typing.get_type_hints(cls, globalns=vars(C))
-    for arg in typing.get_args(hints.get(key)) or (hints.get(key),):
+    hint = hints(cls).get(key)
+    for arg in typing.get_args(hint) or (hint,):
         if dataclasses.is_dataclass(arg):
             return arg
-    return None
-
-
-def _type_problem(cur, val, fld) -> str | None:
-    """Why `val` cannot go in field `fld` (now `cur`), by the field's declared type, so a field
-    whose default is None (n_kv_heads, gate_rank) is checked as strictly as one with a value."""
-    hint = str(fld.type)
-    kinds = {t.strip().split("[")[0] for t in hint.split("|")}
-    if val is None:
-        return None if "None" in kinds else f"expected {hint}, got null"
-    if isinstance(val, bool):
-        return None if "bool" in kinds else f"expected {hint}, got a boolean"
-    if "bool" in kinds:
-        return f"expected true or false, got {val!r}"
-    if "int" in kinds and "float" not in kinds and not isinstance(val, int):
-        return f"expected an integer, got {val!r}"
-    if "float" in kinds and not isinstance(val, (int, float)):
-        return f"expected a number, got {val!r}"
-    if "tuple" in kinds and not isinstance(val, list):
-        return f"expected a list, got {val!r}"
-    if "str" in kinds and not isinstance(val, str):
-        return f"expected text, got {val!r}"
     return None
 
 

@@ -45,11 +45,12 @@ def test_an_unknown_field_is_ignored_only_when_off():
 
 
 @pytest.mark.parametrize("change,words", [
-    (lambda d: d["kda"].update(n_heads="two"), "kda.n_heads must be int, got 'two'"),
-    (lambda d: d["kda"].update(n_heads=True), "kda.n_heads must be int, got True"),
-    (lambda d: d["kda"].update(lower_bound=None), "kda.lower_bound must be float, got None"),
-    (lambda d: d.update(mixers="kda"), "mixers must be a list of names"),
-    (lambda d: d.update(kda=[1]), "kda must be a mapping"),
+    (lambda d: d["kda"].update(n_heads="two"), "kda.n_heads: expected an integer, got 'two'"),
+    (lambda d: d["kda"].update(n_heads=True), "kda.n_heads: expected int, got a boolean"),
+    (lambda d: d["kda"].update(lower_bound=None), "kda.lower_bound: expected float, got null"),
+    (lambda d: d.update(mixers="kda"), "mixers: expected a list, got 'kda'"),
+    (lambda d: d.update(mixers=["kda", 2]), "mixers: expected a list of names, got ['kda', 2]"),
+    (lambda d: d.update(kda=[1]), "kda: expected a mapping, got [1]"),
     (lambda d: d.update(mixers=["kda", "mamba"]), "layer 1: unknown mixer 'mamba'"),
     (lambda d: d.update(mixers=["kda"] * 3), "3 mixers but 2 ffns"),
     (lambda d: d["kda"].update(n_heads=0), "kda.n_heads must be >= 1"),
@@ -60,6 +61,30 @@ def test_a_malformed_dict_is_one_line(change, words):
     with pytest.raises(ConfigError) as e:
         config_from_dict(d)
     assert words in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("section, name, value", [
+    (None, "d_model", 2.5), (None, "d_model", True), (None, "d_model", None), (None, "norm_eps", "x"),
+    (None, "tie_embeddings", 3), (None, "mixers", "kda"), (None, "mixers", [1, 2]), (None, "kda", 5),
+    (None, "name", 3), ("kda", "n_key_heads", True), ("kda", "n_heads", [1]), ("kda", "lower_bound", None),
+])
+def test_a_scenario_and_a_trace_refuse_a_value_in_the_same_words(section, name, value):
+    """One type check for config values: an override in a scenario (YAML) and a trace's config
+    dict (JSON) give the same reason for the same bad value."""
+    from lineage.scenario import loads
+    from lineage.scenario.problems import ScenarioError
+    d = dataclasses.asdict(get_preset("tiny-kda"))
+    (d if section is None else d[section])[name] = value
+    with pytest.raises(ConfigError) as e:
+        config_from_dict(d)
+    field = name if section is None else f"{section}.{name}"
+    assert str(e.value).startswith(f"{field}: ")
+    reason = str(e.value).removeprefix(f"{field}: ")
+    over = json.dumps({name: value} if section is None else {section: {name: value}})   # JSON is YAML
+    with pytest.raises(ScenarioError) as s:
+        loads(f"version: 1\ntitle: t\nmodel: {{preset: tiny-kda, overrides: {over}}}\n"
+              "input: {text: hello}\nsteps: 2\n", "m.yaml")
+    assert [str(p).split(": ", 1)[1] for p in s.value.problems] == [f"model.overrides.{field}: {reason}"]
 
 
 def test_a_replay_rebuilds_its_configs_and_refuses_a_bad_one(tmp_path):

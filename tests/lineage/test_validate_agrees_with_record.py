@@ -18,7 +18,7 @@ from lineage.presets import PRESETS, get_preset
 from lineage.scenario import loads
 from lineage.scenario.problems import ScenarioError
 
-HOSTILE = [0, -1, -4, 3, 1 << 40, math.inf, -math.inf, math.nan, True, False, 0.5, "x"]
+HOSTILE = [0, -1, -4, 3, 1 << 40, math.inf, -math.inf, math.nan, True, False, 0.5, -0.5, "x"]
 
 
 def _numbers(cls) -> list[str]:
