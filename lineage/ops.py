@@ -7,7 +7,8 @@ Conventions (shared with flash-linear-attention, see FACTS.md section 1):
 - q is multiplied by ``scale`` (default ``K ** -0.5``).
 - gates are log decays ``g <= 0``; the decay factor is ``alpha = exp(g)``.
   Gated DeltaNet: g is (B, T, H); KDA: g is (B, T, H, K) (one decay per key channel).
-- ``beta`` is (B, T, H), already in (0, 1).
+- ``beta`` is (B, T, H), already in (0, 1), or in (0, 2) where a layer allows negative eigenvalues
+  (OLMo-Hybrid): nothing here assumes beta <= 1.
 - one step: decay, then the delta write, then read:
   ``S = diag(alpha) S;  S = S + k^T beta (v - k S);  o = q S``  (output includes token t).
 

@@ -30,6 +30,12 @@ class GatedDeltaNet(DeltaNet):
         self.A_log, self.dt_bias = init_decay_params(H, H)
         self.g_proj = nn.Linear(cfg.d_model, H * V, bias=False)     # SiLU output gate, as published
 
+    def _qkvb(self, x: Tensor, conv_cache: Tensor | None):
+        q, k, v, beta, conv_cache = super()._qkvb(x, conv_cache)
+        if self.cfg.allow_neg_eigval:       # beta in (0, 2): every path (ops, kernels, step) takes it as given
+            beta = 2 * beta                                                       # (B, T, H)
+        return q, k, v, beta, conv_cache
+
     def _decay(self, x: Tensor) -> Tensor:
         return -self.A_log.exp() * F.softplus(self.a_proj(x) + self.dt_bias)     # (B, T, H)
 
