@@ -52,11 +52,14 @@ class Residual:
 
 class Block(nn.Module):
     """norm -> mixer -> residual, norm -> ffn -> residual. `res` is the residual stream: the
-    plain running sum, or with AttnRes a learned mixture of earlier depths (same two calls)."""
+    plain running sum, or with AttnRes a learned mixture of earlier depths (same two calls).
+    A post-norm block (its mixer kind in cfg.post_norm) norms each sublayer's output instead
+    of its input: mixer -> norm -> residual, ffn -> norm -> residual (OLMo-2/3)."""
 
     def __init__(self, cfg: ModelConfig, i: int):
         super().__init__()
         self.mixer_kind, self.ffn_kind = cfg.mixers[i], cfg.ffns[i]
+        self.post = self.mixer_kind in (cfg.post_norm or ())
         self.norm1 = _norm(cfg)
         self.mixer = mixer_class(self.mixer_kind)(cfg.mixer_config(self.mixer_kind))
         self.norm2 = _norm(cfg)
@@ -64,21 +67,27 @@ class Block(nn.Module):
 
     def forward(self, res, state=None):
         """Whole sequence: res reads (B, T, d). Returns the mixer's new state."""
-        a, state = self.mixer(self.norm1(res.read()[0]), state)
-        res.add(a)
-        f, _ = self.ffn(self.norm2(res.read()[0]))
-        res.add(f)
+        a, state = self.mixer(self._in(self.norm1, res.read()[0]), state)
+        res.add(self._out(self.norm1, a))
+        f, _ = self.ffn(self._in(self.norm2, res.read()[0]))
+        res.add(self._out(self.norm2, f))
         return state
+
+    def _in(self, norm: nn.Module, h: Tensor) -> Tensor:
+        return h if self.post else norm(h)          # pre-norm: the sublayer reads a normed stream
+
+    def _out(self, norm: nn.Module, y: Tensor) -> Tensor:
+        return norm(y) if self.post else y          # post-norm: the stream gets a normed output
 
     def step(self, res, state, obs: dict | None = None):
         """One token: res reads (B, d). With `obs`, obs['mixer'] and obs['ffn'] are filled by
         the sublayers and obs['attnres'] gets the depth weights of the two reads."""
         h, w_mixer = res.read()
-        a, state = self.mixer.step(self.norm1(h), state, None if obs is None else obs["mixer"])
-        res.add(a)
+        a, state = self.mixer.step(self._in(self.norm1, h), state, None if obs is None else obs["mixer"])
+        res.add(self._out(self.norm1, a))
         h, w_ffn = res.read()
-        f, _ = self.ffn.step(self.norm2(h), None, None if obs is None else obs["ffn"])
-        res.add(f)
+        f, _ = self.ffn.step(self._in(self.norm2, h), None, None if obs is None else obs["ffn"])
+        res.add(self._out(self.norm2, f))
         if obs is not None and w_mixer is not None:
             obs["attnres"] = [w_mixer.detach(), w_ffn.detach()]          # (N, B) each
         return state
