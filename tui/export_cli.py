@@ -243,13 +243,13 @@ def _slides(args) -> int:
         return code
     from tui.headless import slide_names, write_slides
     from tui.snapshot import slide_steps
-    names = slide_names(slide_steps(cur.info, cur.total))
+    names = slide_names(slide_steps(cur.info, cur.total, args.panel))
     problem, others = _names_problem(out, names, resolve(args.source), args.force)
     if problem is not None:
         cur.close()
         return err(problem)
     try:                          # every step a slide shows, before the headless app starts
-        for i in slide_steps(cur.info, cur.total):
+        for i in slide_steps(cur.info, cur.total, args.panel):
             cur.frame(i)
     except Exception as e:  # noqa: BLE001  a failing model or a corrupt frame: one line
         cur.close()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from textual.worker import WorkerCancelled
 
-from .snapshot import THEMES, slide_steps, step_line, svg_to_png
+from .snapshot import THEMES, about, slide_steps, step_line, svg_to_png
 
 PANEL_SIZE = (100, 30)           # a slide of one panel: about 16:9 once rendered (cells are ~1:2)
 SCREEN_SIZE = (160, 50)
@@ -58,7 +58,10 @@ async def _show(app, pilot, step: int, panel: str | None, path: str) -> int:
         lines = getattr(app.screen, "lines", None) or ["could not be shown"]
         raise RuntimeError(f"{path}: step {target + 1}: {lines[0]}")
     if panel is not None and app.screen.query("#slidehead"):
+        from lineage.playback.session import caption_at
         app.screen.query_one("#slidehead").update(step_line(app.cursor, target))
+        # a caption about another panel is not this slide's
+        app.screen.query_one("#captionbar").display = about(caption_at(app.cursor.info["captions"], target), panel)
     await pilot.pause(0.2)
     if app.screen.maximized is not None:
         app.screen.maximized.show(app.cursor, target)        # drawn at its maximised size
@@ -105,8 +108,9 @@ def slide_text(cursor, i: int, panel: str | None) -> str:
     """The text form of what a snapshot or slide shows at 0-based step i: a panel's picture
     carries the caption, so its text does too."""
     from .panels import render
+    from lineage.playback.session import caption_at
     text = render(cursor, i, panel)
-    if panel not in (None, "captions"):
+    if panel not in (None, "captions") and about(caption_at(cursor.info.get("captions") or [], i), panel):
         text += "\n" + render(cursor, i, "captions").split("\n", 2)[2]
     return text
 
@@ -117,7 +121,7 @@ def write_slides(path: str, out_dir: Path, cursor, panel: str | None = None, siz
     written whole and never through a link; one already there is replaced only with `force`."""
     from lineage.files import write_new
 
-    steps = slide_steps(cursor.info, cursor.total)
+    steps = slide_steps(cursor.info, cursor.total, panel)
     stems = dict(zip(steps, slide_names(steps)))
     written: list[Path] = []
 

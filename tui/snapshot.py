@@ -27,14 +27,23 @@ def caption_steps(info: dict, total: int) -> list[int]:
     return steps or [0]
 
 
-def slide_steps(info: dict, total: int) -> list[int]:
+def about(caption: dict | None, panel: str | None) -> bool:
+    """Whether a slide of `panel` (None: the whole screen) shows this caption: one about another
+    kind of panel is left off a panel's slide."""
+    return caption is not None and (panel is None or caption.get("panel") in (None, panel))
+
+
+def slide_steps(info: dict, total: int, panel: str | None = None) -> list[int]:
     """The 0-based step each caption's slide shows, in order: the step it names (`shot`), else
     its last one (`until`, or the step before the next caption starts, or the end), where what
-    it says has happened. The last step if there is no caption."""
+    it says has happened. A panel's slides are those of the captions it shows (`about`). The
+    last step if there is none."""
     caps = sorted((c for c in info.get("captions", []) if c["at"] < total), key=lambda c: c["at"])
     starts = [c["at"] for c in caps]
     steps = set()
     for c in caps:
+        if not about(c, panel):
+            continue
         later = [s for s in starts if s > c["at"]]
         last = min(x for x in (c.get("until"), later[0] - 1 if later else None, total - 1) if x is not None)
         steps.add(c["shot"] if c.get("shot") is not None else last)

@@ -88,15 +88,22 @@ class Cursor:
 def caption_info(c) -> dict:
     """A caption as sessions and traces carry it: 0-based steps (`at`, `until`, `shot`), the
     form traces have always held, so old traces replay as they were."""
-    return {"at": c.at, "until": c.until, "shot": c.shot, "text": c.text}
+    return {"at": c.at, "until": c.until, "shot": c.shot, "panel": c.panel, "text": c.text}
+
+
+def caption_at(captions: list[dict], i: int) -> dict | None:
+    """The caption shown at 0-based step i (as `caption_info` gives them): the one started last
+    whose `until` has not passed."""
+    shown = None
+    for c in sorted(captions, key=lambda c: c["at"]):
+        if c["at"] <= i and (c.get("until") is None or i <= c["until"]):
+            shown = c
+    return shown
 
 
 def _caption(sc: Scenario, i: int) -> str | None:
-    text = None
-    for c in sorted(sc.captions, key=lambda c: c.at):
-        if c.at <= i and (c.until is None or i <= c.until):
-            text = c.text
-    return text
+    c = caption_at([caption_info(c) for c in sc.captions], i)
+    return None if c is None else c["text"]
 
 
 class Session(Cursor):

@@ -185,6 +185,10 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
             said = f"step {c.step}" if key == "step" else f"at {c.at} (step {c.step})"
             problems.append(loc.problem(("captions", j, key), f"{said} is past the end (the scenario has "
                                         f"{total} steps: 1-{total})"))
+        kinds = [p.kind for p in sc.panels]
+        if c.panel is not None and kinds and c.panel not in kinds:
+            problems.append(loc.problem(("captions", j, "panel"), f"the scenario has no {c.panel} panel "
+                                        f"(its panels: {', '.join(dict.fromkeys(kinds))})"))
 
 
 def _listed(layers) -> str:

@@ -177,6 +177,9 @@ class Caption(Strict):
     text: str = Field(min_length=1, max_length=2000)
     last: int | None = Field(None, ge=1)
     slide: int | None = Field(None, ge=1)
+    # the panel kind it is about: the app brings that panel into view when the caption comes,
+    # and a slide of another panel leaves the caption out
+    panel: Literal[PANEL_KINDS] | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -23,6 +23,8 @@ from textual.screen import Screen
 from textual.widgets import Header, Static
 from textual.worker import get_current_worker
 
+from lineage.playback.session import caption_at
+
 from .. import served
 from ..loader import Unopened, open_for_app
 from ..panels import default_panels, docked, make_panel
@@ -86,6 +88,7 @@ class MainScreen(Screen):
         self._early: int | None = None # a step asked for before the file was open: shown first
         self._panels: tuple = (None, ())   # (cursor, its panels): what the step workers prepare for
         self._notes_shown = 0          # how many of the cursor's notes the status line shows
+        self._about = None             # the caption whose panel was last brought into view
 
     # -- layout -----------------------------------------------------------------------
     def compose(self):
@@ -316,8 +319,30 @@ class MainScreen(Screen):
         if timeline.computing is not None and not self.player.pending:
             timeline.progress(None)
         self._update_timeline()
+        self._bring_into_view(cursor, i)
         if len(_notes(cursor)) != self._notes_shown:    # said while stepping: the trace cache gave up, say
             self._show_status()
+
+    def _bring_into_view(self, cursor, i: int) -> None:
+        """When a caption about a panel comes (playback, `{ }`, a jump), that panel comes into
+        view: scrolled to, or maximised in place of another maximised one. At 80x24 the panel a
+        caption discusses is otherwise often below the fold. Once per caption, so the reader
+        can scroll away while it stays."""
+        c = caption_at(cursor.info.get("captions") or [], i)
+        key = None if c is None else (c["at"], c.get("panel"))
+        if key == self._about:
+            return
+        self._about = key
+        grid = self.query_one("#panels", Grid)
+        target = next((p for p in grid.children if isinstance(p, Panel) and c is not None
+                       and p.kind == c.get("panel")), None)
+        if target is None:
+            return
+        if isinstance(self.maximized, Panel):
+            if self.maximized is not target:
+                self.maximize(target)
+        else:
+            target.scroll_visible(animate=False, top=True)
 
     @unless_taken_down                 # stop() calls it, on_unmount's included
     def _update_timeline(self) -> None:
