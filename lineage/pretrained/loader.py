@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..arithmetic import DTYPE_BYTES, dtype_name
 from ..did_you_mean import did_you_mean
-from . import gpt2, kimi_linear, llama, qwen3_next
+from . import gpt2, kimi_linear, llama, olmo_hybrid, qwen3_next
 from .hfconfig import Fields, read_config
 from .problems import PretrainedError
 from .shards import Shards, resolve_dir, weight_files
@@ -22,6 +22,7 @@ FAMILIES = (
     gpt2,
     kimi_linear,
     llama,
+    olmo_hybrid,
     qwen3_next,
 )
 ARCHS = {kind: m for m in FAMILIES for kind in m.MODEL_TYPES}
