@@ -97,7 +97,7 @@ class LineageApp(App):
             signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
         self._signals.clear()
 
-    # where playback stands, read by snapshots and tests
+    # the open file (the headless exports read it) and the step on screen
     @property
     def cursor(self):
         return self.player.cursor
@@ -105,14 +105,6 @@ class LineageApp(App):
     @property
     def index(self) -> int:
         return self.player.index
-
-    @property
-    def playing(self) -> bool:
-        return self.player.playing
-
-    @property
-    def frames_shown(self) -> int:
-        return self.player.frames_shown
 
     def open(self, path: str):
         return self.main.open(path)

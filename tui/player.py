@@ -34,7 +34,6 @@ class Player:
         self.target = 0
         self.playing = False
         self.speed_i = 0
-        self.frames_shown = 0          # counted for the autoplay benchmark
         self._moved = threading.Condition()
 
     @property
@@ -84,7 +83,6 @@ class Player:
             return False
         with self._moved:
             self.index = i
-            self.frames_shown += 1
             self._moved.notify_all()
         return True
 

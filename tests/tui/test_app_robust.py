@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from textual import events
 
-from tests.tui.test_app import SC, run, settle
+from tests.tui.test_app import SC, counter, run, settle
 from tui.app import LineageApp
 from tui.cli import main
 from tui.command_palette import Palette
@@ -74,7 +74,7 @@ def test_quitting_while_playing_exits_cleanly_and_publishes_the_cache(faster, ca
             await pilot.press(*["plus"] * faster)
             await pilot.press("space")
             await asyncio.to_thread(app.player.wait, lambda: app.index >= 1, 10.0)
-            assert app.playing
+            assert "▶ playing" in counter(app)
             await pilot.press("q")
         return app
     app = run(go())

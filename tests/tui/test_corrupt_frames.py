@@ -6,6 +6,7 @@ from pathlib import Path
 from lineage.playback.trace import TraceReader
 from tui.app import LineageApp
 from tui.cli import main
+from tests.tui.test_app import counter, shown_step
 from tui.screens.error import ErrorScreen
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,16 +38,16 @@ def test_a_corrupt_frame_is_a_dialog_and_earlier_frames_stay(tmp_path):
     async def go():
         app = LineageApp(str(path))
         async with app.run_test(size=(120, 40)) as pilot:
-            await _until(pilot, lambda: app.cursor is not None and app.frames_shown, "the first frame")
+            await _until(pilot, lambda: shown_step(app) is not None, "the first frame")
             app.request(9)
             await _until(pilot, lambda: isinstance(app.screen, ErrorScreen), "the error dialog")
             assert "Step 10" in app.screen.title_text and "checksum" in app.screen.lines[0]
             await pilot.press("escape")
             app.request(3)
-            await _until(pilot, lambda: app.index == 3, "step 4")
+            await _until(pilot, lambda: shown_step(app) == 3, "step 4")
             app.request(0)
-            await _until(pilot, lambda: app.index == 0, "step 1")
+            await _until(pilot, lambda: shown_step(app) == 0, "step 1")
             await pilot.press(*"+++++", "space")            # play at max speed into the corrupt frame
             await _until(pilot, lambda: isinstance(app.screen, ErrorScreen), "the dialog while playing")
-            assert "Step 10" in app.screen.title_text and not app.playing
+            assert "Step 10" in app.screen.title_text and "❚❚ paused" in counter(app)
     asyncio.run(go())

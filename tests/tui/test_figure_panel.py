@@ -7,6 +7,7 @@ import pytest
 
 from lineage.playback.session import Session
 from lineage.scenario import load
+from tests.tui.test_app import shown_step
 from tui.app import LineageApp
 from tui.panels.figure import FigurePanel, chunk_plot
 from tui.headless import settle as settled
@@ -49,7 +50,7 @@ def test_figure_panel_spans_the_grid():
         async with app.run_test(size=(160, 50)) as pilot:
             for _ in range(400):
                 await settled(pilot)
-                if app.cursor is not None and app.frames_shown:
+                if shown_step(app) is not None:
                     break
                 await pilot.pause(0.05)
             panel = app.screen.query_one(FigurePanel)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.tui.test_app import shown_step
 from tui.app import LineageApp
 from tui.panels.base import Panel
 from tui.headless import settle
@@ -38,10 +39,9 @@ async def wait_for(pilot, ready, what: str, seconds: float = 60.0) -> None:
 def make_before(step: int, kind: str):
     async def before(pilot):
         app = pilot.app
-        await wait_for(pilot, lambda: app.cursor is not None and app.frames_shown, "the first frame")
-        shown = app.frames_shown
+        await wait_for(pilot, lambda: shown_step(app) is not None, "the first frame")
         app.request(step)
-        await wait_for(pilot, lambda: app.index == step and app.frames_shown > shown, f"step {step}")
+        await wait_for(pilot, lambda: shown_step(app) == step, f"step {step}")
         await pilot.pause(0.2)
         panel = next(p for p in app.query(Panel) if p.kind == kind)
         app.screen.maximize(panel)
@@ -62,9 +62,9 @@ def test_whole_screen_80x24(snap_compare, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)     # the status bar shows the device
     async def before(pilot):
         app = pilot.app
-        await wait_for(pilot, lambda: app.cursor is not None and app.frames_shown, "the first frame")
+        await wait_for(pilot, lambda: shown_step(app) is not None, "the first frame")
         await pilot.press("n", "n", "n")
-        await wait_for(pilot, lambda: app.index == 3, "step 3")
+        await wait_for(pilot, lambda: shown_step(app) == 3, "step 3")
         await pilot.pause(0.3)
     # random weights: the trained tour's guesses at step 3 fill the tokens panel's line to within a
     # cell, where Textual's wrap and scrollbar settle either way from run to run
@@ -81,7 +81,7 @@ def test_slide_snapshot(snap_compare, scenario, step, kind):
 
     async def before(pilot):
         app = pilot.app
-        await wait_for(pilot, lambda: app.cursor is not None and app.frames_shown, "the first frame")
+        await wait_for(pilot, lambda: shown_step(app) is not None, "the first frame")
         _slide_mode(app, kind)
         await _show(app, pilot, step, kind, scenario)
         await pilot.pause(0.3)
