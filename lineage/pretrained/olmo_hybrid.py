@@ -32,22 +32,21 @@ GDN_NORM_EPS = 1e-5     # the gated output norm's eps, fixed in the reference wh
 
 
 def _rope(f: Fields, D: int) -> tuple[int, float]:
-    """(rope_dim, theta): rope_parameters None or with rope_theta null is no rotary embedding
-    (the released checkpoints); otherwise the default rope_type rotates the whole head."""
-    rope = f.get("rope_parameters", kind=dict)
+    """(rope_dim, theta). No rope_theta, or a null one, is no rotary embedding: the released
+    checkpoints, whose OLMo-core conversion writes a top-level `rope_theta: null` (transformers
+    folds that spelling into rope_parameters). Otherwise the default rope_type over the whole head."""
+    rope = f.get("rope_parameters", kind=dict) or {}
     if f.get("rope_scaling") not in (None, {}):
-        raise f._bad("rope_scaling", "RoPE scaling is not supported")
-    if rope is None or rope.get("rope_theta") is None:
-        if rope and set(rope) - {"rope_type", "rope_theta"}:
-            raise f._bad("rope_parameters", f"{sorted(set(rope) - {'rope_type', 'rope_theta'})[0]} "
-                                            "without a rope_theta means nothing lineage knows")
-        return 0, 10000.0
+        raise f._bad("rope_scaling", "RoPE scaling is not supported for olmo_hybrid")
+    theta = rope.get("rope_theta", f.get("rope_theta"))
+    if theta is None:
+        return 0, 10000.0                   # transformers builds no rotary embedding at all then
     if rope.get("rope_type", "default") != "default":
-        raise f._bad("rope_parameters", f"rope_type {rope.get('rope_type')!r} is not supported (only 'default')")
+        raise f._bad("rope_parameters", f"rope_type {rope.get('rope_type')!r} is not supported for olmo_hybrid "
+                                        "(only 'default')")
     if set(rope) - {"rope_type", "rope_theta"}:
         raise f._bad("rope_parameters", f"{sorted(set(rope) - {'rope_type', 'rope_theta'})[0]} is not supported "
                                         "(OLMo-Hybrid's default RoPE rotates the whole head)")
-    theta = rope["rope_theta"]
     if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
         raise f._bad("rope_parameters", f"rope_theta must be a positive number, got {theta!r}")
     if D % 2:
@@ -74,6 +73,9 @@ def config(f: Fields, name: str) -> ModelConfig:
     Hk = f.get("linear_num_key_heads", kind=int) or H
     K = f.get("linear_key_head_dim", kind=int) or int(0.75 * d / Hk)
     V = f.get("linear_value_head_dim", kind=int) or 2 * K
+    # older configs say the GDN output is gated; transformers gates whatever they say, so only true is
+    # what it runs
+    f.expect("linear_use_gate", (True,), True)
     # the decay's and the projections' initialisation ranges: they shape training, not a step
     f.ignore("linear_a_log_min", "linear_a_log_max", "linear_dt_min", "linear_dt_max", "linear_dt_init_floor")
     return ModelConfig(

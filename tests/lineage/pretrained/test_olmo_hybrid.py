@@ -86,6 +86,23 @@ def test_pattern_tied_bias_nope_and_beta_below_one(tmp_path):
     assert max(errs) < 1e-4, errs
 
 
+@pytest.mark.parametrize("theta,rope_dim", [(None, 0), (5e5, 8)])
+def test_top_level_rope_theta(tmp_path, theta, rope_dim):
+    """OLMo-core's converter writes `rope_theta` at the top level (null for the released NoPE
+    checkpoints) and no rope_parameters; transformers folds it in, and so do we."""
+    olmo(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    del cfg["rope_parameters"]
+    cfg["rope_theta"] = theta
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    ref = OlmoHybridForCausalLM.from_pretrained(str(tmp_path)).eval()
+    assert (ref.model.rotary_emb is None) == (theta is None)
+    model, _ = lineage.load_pretrained(tmp_path)
+    assert model.cfg.attention.rope_dim == rope_dim and model.cfg.attention.rope_theta == (theta or 10000.0)
+    errs = compare(ref, tmp_path, VOCAB, prefill=6, steps=3)
+    assert max(errs) < 1e-4, errs
+
+
 def test_default_pattern_of_transformers(tmp_path):
     """No layer_types: every fourth layer attends (and the last, when there would be none)."""
     olmo(tmp_path, num_hidden_layers=6)
@@ -166,7 +183,8 @@ def test_parameter_arithmetic_counts_what_loads(tmp_path):
      "partial_rotary_factor is not supported"),
     ("hidden_act", "gelu", "hidden_act: 'gelu' is not supported"),
     ("layer_types", ["linear_attention", "sliding_attention"] * 2, "layer_types: expected 4 entries"),
-    ("linear_use_gate", True, "linear_use_gate: a field the olmo_hybrid loader does not understand"),
+    ("linear_use_gate", False, "linear_use_gate: False is not supported"),
+    ("use_head_qk_norm", True, "use_head_qk_norm: a field the olmo_hybrid loader does not understand"),
 ])
 def test_what_lineage_cannot_run_is_refused_in_one_line(tmp_path, field, value, match):
     olmo(tmp_path)
