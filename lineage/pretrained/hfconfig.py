@@ -40,12 +40,18 @@ def read_config(root: Path) -> dict:
 class Fields:
     """The config's fields as an architecture file reads them; `done()` refuses what was left."""
 
-    def __init__(self, raw: dict, path: Path, arch: str):
+    def __init__(self, raw: dict, path: Path, arch: str, prefix: str = ""):
         self.raw, self.path, self.arch = raw, path, arch
+        self.prefix = prefix            # "text_config." for a nested object's fields, so errors name them whole
         self.used: set[str] = set(GENERIC)
 
     def _bad(self, key: str, why: str) -> PretrainedError:
-        return PretrainedError(f"{self.path}: {key}: {why}")
+        return PretrainedError(f"{self.path}: {self.prefix}{key}: {why}")
+
+    def sub(self, key: str) -> "Fields":
+        """The fields of a nested object (a multimodal checkpoint's `text_config`); the caller
+        calls its `done()`."""
+        return Fields(self.need(key, dict), self.path, self.arch, f"{self.prefix}{key}.")
 
     def get(self, key: str, default=None, kind=None):
         self.used.add(key)
