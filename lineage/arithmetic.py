@@ -95,18 +95,25 @@ def model_memory(cfg, context: int, cache_dtype_bytes: int = 2, state_dtype_byte
     """The one accounting of a model's memory per sequence at `context` tokens (`lineage memory`,
     the cache panel and the figures all call it): the cache grows with every token; the fixed part
     is the state matrices S (linear attention's normaliser z too) in the state dtype plus the short
-    convolutions' cached inputs in the cache dtype. `dtypes` says which, for the screen."""
-    per_token = matrix = conv = 0
+    convolutions' cached inputs in the cache dtype. `dtypes` says which, for the screen.
+    A layer with a sliding window W caches min(context, W) tokens: `cache_bytes` counts that
+    (`window_bytes` is the windowed layers' part), while `bytes_per_token` is every layer's rate
+    while it grows, so bytes_per_token * context overstates a windowed model past W."""
+    per_token = matrix = conv = windowed = window_rate = 0
     for kind in cfg.mixers:
         c = cfg.mixer_config(kind)
         per_token += c.cache_bytes_per_token(cache_dtype_bytes)
+        if W := getattr(c, "sliding_window", None):
+            window_rate += c.cache_bytes_per_token(cache_dtype_bytes)
+            windowed += c.cache_bytes_per_token(cache_dtype_bytes) * min(context, W)
         s_only = c.state_bytes(state_dtype_bytes, 0)          # a zero-byte cache dtype leaves S alone
         matrix += s_only
         conv += c.state_bytes(state_dtype_bytes, cache_dtype_bytes) - s_only
     cache_name, state_name = (DTYPE_NAMES.get(b, f"{b}-byte") for b in (cache_dtype_bytes, state_dtype_bytes))
-    return {"context": context, "bytes_per_token": per_token, "cache_bytes": per_token * context,
+    cache = (per_token - window_rate) * context + windowed
+    return {"context": context, "bytes_per_token": per_token, "cache_bytes": cache, "window_bytes": windowed,
             "state_bytes": matrix + conv, "matrix_bytes": matrix, "conv_bytes": conv,
-            "total_bytes": per_token * context + matrix + conv,
+            "total_bytes": cache + matrix + conv,
             "dtypes": f"{cache_name} cache, {state_name} state" + (f", {cache_name} conv cache" if conv else "")}
 
 

@@ -116,6 +116,7 @@ class AttentionConfig(MechanismConfig):
     rope_dim: int = 0                  # rotary embedding on the first rope_dim channels of a head (0: none)
     rope_theta: float = 10000.0
     rope_scaling: RopeScalingConfig | None = None   # None: plain RoPE at rope_theta
+    sliding_window: int | None = None  # each query sees itself and the W - 1 tokens before; the cache keeps W
     output_gate: bool = False          # sigmoid(g(x)) per channel before the output projection
     norm_eps: float = 1e-6
     # short causal conv over q|k|v, as the delta-rule presets have; None (not 0) is "none", so a

@@ -91,5 +91,7 @@ class GraphStep:
             self.obs["pos"] = self.state.pos + self.steps - 1
             for layer, st in zip(self.obs["layers"], self.state.layers):
                 if isinstance(st, StaticCache):
-                    layer["mixer"]["cache_len"], layer["mixer"]["cache_bytes"] = st.length, st.nbytes
+                    layer["mixer"]["cache_len"], layer["mixer"]["cache_bytes"] = st.held, st.nbytes
+                    if "attn_len" in layer["mixer"]:        # positions the row covers, dropped ones included
+                        layer["mixer"]["attn_len"] = getattr(st, "start", 0) + st.length
         return self.logits, self.obs

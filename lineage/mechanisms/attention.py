@@ -4,7 +4,8 @@ Options for real checkpoints (Qwen3-Next's gated attention): RMSNorm over each h
 rotary embedding on the first `rope_dim` channels of a head, and a sigmoid output gate. And the
 short causal conv over q|k|v that the delta-rule tiny presets have (`conv_size`): with it a key
 carries the token before it, so one layer can find "the token after this key" (MQAR) without
-first growing a previous-token head."""
+first growing a previous-token head. With a sliding window (Mistral v0.1) each query sees
+only the last W positions and the cache keeps only W tokens; RoPE scaling is rope.py's."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,10 +25,17 @@ class KVCache:
     k: Tensor   # (B, Hkv, T, D)
     v: Tensor   # (B, Hkv, T, D)
     conv: Tensor | None = None      # (B, conv_size - 1, (H + 2 Hkv) D): last inputs of the short conv
+    start: int = 0                  # position of the first token held: > 0 once a sliding window dropped some
+    window: int | None = None       # the sliding window the cache is bounded by (None: it keeps every token)
 
     @property
     def length(self) -> int:
         return self.k.shape[2]
+
+    @property
+    def end(self) -> int:
+        """The position the next token takes (tokens seen, dropped ones included)."""
+        return self.start + self.length
 
     @property
     def nbytes(self) -> int:
@@ -36,6 +44,7 @@ class KVCache:
     def to_static(self, capacity: int) -> "StaticKVCache":
         st = StaticKVCache.grown_from((self.k, self.v), capacity)
         st.conv = None if self.conv is None else self.conv.clone()
+        st.start, st.window = self.start, self.window
         return st
 
 
@@ -46,7 +55,15 @@ class StaticKVCache(StaticCache):
     pos: Tensor
     length: int
     conv: Tensor | None = None      # as KVCache's, updated in place
+    # with a sliding window: slot s holds position start + s, and only the last `window` written
+    # slots are attended (the buffer itself keeps them all: its capacity is fixed for capture)
+    start: int = 0
+    window: int | None = None
     FIELDS, SEQ = ("k", "v"), 2
+
+    @property
+    def held(self) -> int:
+        return self.length if self.window is None else min(self.length, self.window)
 
     def buffers(self) -> list[Tensor]:
         return super().buffers() + ([self.conv] if self.conv is not None else [])
@@ -99,7 +116,8 @@ class SoftmaxAttention(nn.Module):
 
     def _attend(self, q: Tensor, cache: KVCache | StaticKVCache, visible: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """q (B, H, T, D) are the last T positions of the cache (or, with `visible` (T, L), of
-        its written prefix). Returns y (B, T, H*D), probs (B, H, T, L)."""
+        its written prefix). Returns y (B, T, H*D), probs (B, H, T, L). With a sliding window W
+        each query sees itself and the W - 1 keys before it."""
         B, H, T, D = q.shape
         rep = H // self.cfg.kv_heads
         k = cache.k.repeat_interleave(rep, dim=1)              # (B, H, L, D): each KV head serves `rep` query heads
@@ -109,21 +127,31 @@ class SoftmaxAttention(nn.Module):
         if visible is None:
             # query i sits at absolute position L - T + i and may see keys 0 .. L - T + i
             visible = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T)
+            if W := self.cfg.sliding_window:        # ... and not keys 0 .. L - T + i - W
+                visible = visible & ~torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T - W)
         probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)
         y = (probs @ v).transpose(1, 2).reshape(B, T, H * D)   # (B, T, H*D)
         return y, probs
 
     def _append(self, x: Tensor, state: KVCache | None) -> tuple[Tensor, KVCache]:
-        q, k, v, conv = self._qkv(x, 0 if state is None else state.length, None if state is None else state.conv)
+        q, k, v, conv = self._qkv(x, 0 if state is None else state.end, None if state is None else state.conv)
         if state is not None:
             k, v = torch.cat([state.k, k], dim=2), torch.cat([state.v, v], dim=2)
-        return q, KVCache(k, v, conv)
+        return q, KVCache(k, v, conv, 0 if state is None else state.start, self.cfg.sliding_window)
+
+    def _bounded(self, cache: KVCache) -> KVCache:
+        """With a sliding window W, only the last W tokens: no later query can see older ones.
+        Copied, so the dropped tokens' memory is freed rather than kept under a view."""
+        W = self.cfg.sliding_window
+        if not W or cache.length <= W:
+            return cache
+        return KVCache(cache.k[:, :, -W:].clone(), cache.v[:, :, -W:].clone(), cache.conv, cache.end - W, W)
 
     def forward(self, x: Tensor, state: KVCache | None = None) -> tuple[Tensor, KVCache]:
         # x: (B, T, d_model)
         q, cache = self._append(x, state)
         y, _ = self._attend(q, cache)
-        return self.c_proj(self._gate(x, y)), cache
+        return self.c_proj(self._gate(x, y)), self._bounded(cache)
 
     def _gate(self, x: Tensor, y: Tensor) -> Tensor:
         """Gated attention: how much of each head's retrieval to keep, per channel."""
@@ -135,20 +163,33 @@ class SoftmaxAttention(nn.Module):
             return self._static_step(x_t[:, None], state, obs)
         q, cache = self._append(x_t[:, None], state)
         y, probs = self._attend(q, cache)
+        attn = probs[:, :, 0]                                   # (B, H, L): over positions start .. pos
+        cache = self._bounded(cache)
         if obs is not None:
-            # attn (B, H, L): each query head's weights over positions 0 .. pos, this token
-            # included (L = pos + 1, the cache after its write); each row sums to 1
-            obs.update(kind="softmax", attn=probs[:, :, 0].detach(),          # (B, H, L)
+            # attn (B, H, pos + 1): each query head's weights over positions 0 .. pos, this token
+            # included; each row sums to 1. Positions a sliding window dropped get 0 (attn_len
+            # says how many positions the row covers; cache_len counts only the tokens kept)
+            start = cache.end - attn.shape[-1]
+            if start:
+                attn = torch.cat([attn.new_zeros(*attn.shape[:2], start), attn], dim=-1)
+            obs.update(kind="softmax", attn=attn.detach(), attn_len=attn.shape[-1],
                        cache_len=cache.length, cache_bytes=cache.nbytes)
         return self.c_proj(self._gate(x_t[:, None], y)[:, 0]), cache
 
     def _static_step(self, x: Tensor, cache: StaticKVCache, obs: dict | None) -> tuple[Tensor, StaticKVCache]:
         """Write this token's k and v at `pos` in place and attend over the written prefix; no
         shape depends on how many tokens came before, so the step can be graph-captured."""
-        q, k, v, conv = self._qkv(x, cache.pos, cache.conv)
-        y, probs = self._attend(q, cache, cache.write(k, v))
+        q, k, v, conv = self._qkv(x, cache.pos + cache.start, cache.conv)
+        visible = cache.write(k, v)                             # (1, capacity); this token's slot is pos - 1
+        if W := cache.window:
+            visible = visible & (torch.arange(visible.shape[-1], device=visible.device) > cache.pos - 1 - W)
+        y, probs = self._attend(q, cache, visible)
         if conv is not None:
             cache.conv.copy_(conv)
-        if obs is not None:   # attention over the whole buffer; the caller trims to cache_len
-            obs.update(kind="softmax", attn=probs[:, :, 0].detach(), cache_len=cache.length, cache_bytes=cache.nbytes)
+        if obs is not None:   # attention over the whole buffer (from position start); the caller trims to attn_len
+            attn = probs[:, :, 0]
+            if cache.start:
+                attn = torch.cat([attn.new_zeros(*attn.shape[:2], cache.start), attn], dim=-1)
+            obs.update(kind="softmax", attn=attn.detach(), attn_len=cache.start + cache.length,
+                       cache_len=cache.held, cache_bytes=cache.nbytes)
         return self.c_proj(self._gate(x, y)[:, 0]), cache

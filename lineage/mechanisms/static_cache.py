@@ -33,9 +33,14 @@ class StaticCache:
         return [getattr(self, f) for f in self.FIELDS]
 
     @property
+    def held(self) -> int:
+        """Tokens the growing cache would hold (all written ones, unless a window drops some)."""
+        return self.length
+
+    @property
     def nbytes(self) -> int:
         """Bytes of the tokens written, as the growing cache would hold them."""
-        return self.length * sum(t.narrow(self.SEQ, 0, 1).numel() * t.element_size() for t in self.tensors())
+        return self.held * sum(t.narrow(self.SEQ, 0, 1).numel() * t.element_size() for t in self.tensors())
 
     def write(self, *new: Tensor) -> Tensor:
         """Put this token's tensors at `pos` and advance; returns the written slots, (1, capacity)."""

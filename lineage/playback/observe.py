@@ -312,8 +312,9 @@ def lm_fields(obs: dict, cfg, load: dict, watch: frozenset | None = None) -> tup
             meta["state_bytes"] = int(mx["state_bytes"])
         if "attn" in mx and (watch is None or i in watch):
             # (H, L): this token's weights over positions 0 .. pos; a static (graph) cache attends
-            # over its whole buffer, whose unwritten tail gets 0: keep the written part
-            arrays[p + "attn"] = _compact(mx["attn"][0][:, :int(mx["cache_len"])])
+            # over its whole buffer, whose unwritten tail gets 0: keep the written part (attn_len
+            # positions where a sliding window holds fewer tokens than the row covers)
+            arrays[p + "attn"] = _compact(mx["attn"][0][:, :int(mx.get("attn_len", mx["cache_len"]))])
         if "attn" in mx:
             meta["cache_len"], meta["cache_bytes"] = int(mx["cache_len"]), int(mx["cache_bytes"])
         if mx.get("gate") is not None:                                   # gated MLA's output gate

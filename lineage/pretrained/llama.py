@@ -37,12 +37,12 @@ def config(f: Fields, name: str) -> ModelConfig:
     bias = f.get("attention_bias", False, bool) if kind != "mistral" else False
     mlp_bias = f.get("mlp_bias", False, bool) if kind == "llama" else False
     theta, scaling = _rope(f)
-    _no_window(f, kind, L)
+    window = _window(f, kind, L)
     return ModelConfig(
         name=name, vocab_size=f.need("vocab_size"), d_model=d, mixers=("softmax",) * L, ffns=("dense",) * L,
         attention=AttentionConfig(d_model=d, n_heads=H, n_kv_heads=f.get("num_key_value_heads", H, int), head_dim=D,
                                   bias=bias, qk_norm=kind == "qwen3", rope_dim=D, rope_theta=theta,
-                                  rope_scaling=scaling, norm_eps=eps),
+                                  rope_scaling=scaling, sliding_window=window, norm_eps=eps),
         dense=DenseFFNConfig(d_model=d, d_ff=f.need("intermediate_size"), act="silu", bias=mlp_bias),
         norm="rms", norm_eps=eps, tie_embeddings=f.get("tie_word_embeddings", False, bool), notes=NOTES[kind])
 
@@ -104,20 +104,31 @@ def _mscale(factor: float, m: float) -> float:
     return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
 
 
-def _no_window(f: Fields, kind: str, L: int) -> None:
-    """Sliding-window attention is not implemented yet: refuse a config that turns it on."""
-    if kind == "mistral" and f.get("sliding_window", kind=int) is not None:
-        raise f._bad("sliding_window", f"{f.raw['sliding_window']}: sliding-window attention is not implemented "
-                                       "in lineage yet")
-    if kind == "qwen3":
-        on = f.get("use_sliding_window", False, bool)
-        types = f.get("layer_types", kind=list)
-        if types is not None and (len(types) != L or set(types) - {"full_attention", "sliding_attention"}):
-            raise f._bad("layer_types", f"expected {L} entries of full_attention / sliding_attention")
-        window = f.get("sliding_window", kind=int)
-        if on and window is not None and (types is None and f.get("max_window_layers", 28, int) < L
-                                          or types is not None and "sliding_attention" in types):
-            raise f._bad("use_sliding_window", "sliding-window attention is not implemented in lineage yet")
+def _window(f: Fields, kind: str, L: int) -> int | None:
+    """The sliding window every layer attends within, or None. Mistral: `sliding_window` on every
+    layer. Qwen3: only with `use_sliding_window`, on the layers `layer_types` names
+    sliding_attention (by default those from `max_window_layers` on); one attention config
+    serves every layer here, so a mix of windowed and full layers is refused."""
+    if kind == "llama":
+        return None                     # Llama has no window (the generic fields are not its own)
+    window = f.get("sliding_window", kind=int)
+    if kind == "mistral":
+        return window or None
+    on = f.get("use_sliding_window", False, bool)
+    types = f.get("layer_types", kind=list)
+    if types is not None and (len(types) != L or set(types) - {"full_attention", "sliding_attention"}):
+        raise f._bad("layer_types", f"expected {L} entries of full_attention / sliding_attention")
+    window = window if on else None
+    if types is None:
+        types = ["sliding_attention" if window and i >= f.get("max_window_layers", 28, int) else "full_attention"
+                 for i in range(L)]
+    if not window or "sliding_attention" not in types:
+        return None
+    if "full_attention" in types:
+        raise f._bad("layer_types" if "layer_types" in f.raw else "max_window_layers",
+                     f"{types.count('sliding_attention')} of {L} layers use the sliding window; lineage runs a "
+                     "window on all layers or none")
+    return window
 
 
 _TOP = {"model.embed_tokens.weight": "wte.weight", "model.norm.weight": "norm_f.weight"}

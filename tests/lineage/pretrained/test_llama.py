@@ -247,3 +247,108 @@ def test_mistral_refusals(tmp_path, fields, match):
     _edit(tmp_path, **fields)
     with pytest.raises(PretrainedError, match=match):
         lineage.load_pretrained(tmp_path)
+
+
+# ---------------------------------------------------------------------------- sliding window
+
+def kv_equal(window):
+    """A state_check for `compare`: each layer holds min(tokens, W) keys and values, and the
+    last W - 1 of them (transformers keeps W - 1 between steps) equal transformers' cache."""
+    from .helpers import rel
+
+    def check(step, cache, state):
+        for i, st in enumerate(state.layers):
+            assert st.length == min(state.pos, window), (step, i, st.length)
+            theirs = cache.layers[i]
+            n = theirs.keys.shape[2]
+            assert n == min(state.pos, window - 1)
+            assert rel(st.k[:, :, -n:], theirs.keys) < 1e-4 and rel(st.v[:, :, -n:], theirs.values) < 1e-4, (step, i)
+    return check
+
+
+@pytest.mark.parametrize("prefill", [12, 3, 1])
+def test_mistral_sliding_window_equals_transformers(tmp_path, prefill):
+    """W = 5: a prefill longer than the window (12), shorter (3, the steps cross W), one token;
+    the cache stops growing at W tokens and holds what transformers' holds."""
+    ref = make(tmp_path, family="mistral", sliding_window=5, num_hidden_layers=2)
+    model, _ = lineage.load_pretrained(tmp_path)
+    assert model.cfg.attention.sliding_window == 5
+    errs = compare(ref, tmp_path, 83, prefill=prefill, steps=9, state_check=kv_equal(5))
+    assert max(errs) < 1e-4, errs
+
+
+def test_qwen3_window_on_every_layer_and_a_long_prefill(tmp_path):
+    """Qwen3 with use_sliding_window and max_window_layers 0 (every layer windowed), W = 7,
+    a 200-token prefill: the window reaches back 7 positions, not 200."""
+    ref = make(tmp_path, family="qwen3", use_sliding_window=True, sliding_window=7, max_window_layers=0,
+               num_hidden_layers=2, rope_parameters=llama3())
+    model, _ = lineage.load_pretrained(tmp_path)
+    assert model.cfg.attention.sliding_window == 7
+    errs = compare(ref, tmp_path, 83, prefill=200, steps=5, state_check=kv_equal(7))
+    assert max(errs) < 1e-4, errs
+    full = make(tmp_path / "full", family="qwen3", num_hidden_layers=2, rope_parameters=llama3())
+    assert max(compare(full, tmp_path, 83, prefill=200, steps=1)) > 1e-2        # the window changed the answer
+
+
+def test_windowed_observations_and_the_static_step(tmp_path):
+    """The step's attention row covers positions 0 .. pos with 0 outside the window; the static
+    (graph-capturable) step gives the same logits and rows from a cache whose window already
+    dropped tokens, and reports the bytes of W tokens."""
+    from lineage.graph_step import to_static
+    make(tmp_path, family="mistral", sliding_window=4, num_hidden_layers=2)
+    model, _ = lineage.load_pretrained(tmp_path)
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    with torch.no_grad():
+        _, state = model(ids)
+        static = to_static(state, capacity=16)
+        for t in (11, 12, 13):
+            obs, sobs = {}, {}
+            logits, state = model.step(torch.tensor([t]), state, obs)
+            slogits, static = model.step(torch.tensor([t]), static, sobs)
+            eager, st = obs["layers"][1]["mixer"], sobs["layers"][1]["mixer"]
+            pos = state.pos - 1
+            assert eager["attn"].shape[-1] == eager["attn_len"] == pos + 1
+            assert torch.allclose(slogits, logits, atol=1e-5, rtol=1e-5)
+            assert st["attn_len"] == pos + 1
+            assert torch.allclose(st["attn"][..., :pos + 1], eager["attn"], atol=1e-6)
+            assert float(eager["attn"][..., :pos - 3].abs().max()) == 0.0      # outside the last 4: nothing
+            assert eager["cache_len"] == st["cache_len"] == 4 and eager["cache_bytes"] == st["cache_bytes"]
+
+
+def test_qwen3_mixed_windows_are_refused(tmp_path):
+    make(tmp_path, family="qwen3", use_sliding_window=True, sliding_window=5, max_window_layers=1,
+         num_hidden_layers=3)
+    with pytest.raises(PretrainedError, match="2 of 3 layers use the sliding window"):
+        lineage.load_pretrained(tmp_path)
+
+
+def test_windowed_memory_arithmetic_stops_growing_as_the_cache_does(tmp_path):
+    """model_memory's cache at a context equals what the running layers report (float32), and
+    both stop at W tokens."""
+    from lineage.arithmetic import model_memory
+    make(tmp_path, family="mistral", sliding_window=5, num_hidden_layers=2)
+    model, _ = lineage.load_pretrained(tmp_path)
+    measured = []
+    with torch.no_grad():
+        _, state = model(torch.tensor([[3, 4]]))
+        for t in range(8):
+            obs = {}
+            _, state = model.step(torch.tensor([10 + t]), state, obs)
+            got = sum(lo["mixer"]["cache_bytes"] for lo in obs["layers"])
+            assert got == model_memory(model.cfg, state.pos, 4, 4)["cache_bytes"], (t, state.pos)
+            measured.append(got)
+    assert measured[2] == measured[-1] > measured[1]          # full from 5 tokens on, growing before
+    m = model_memory(model.cfg, 1 << 20)
+    assert m["cache_bytes"] == m["window_bytes"] == model_memory(model.cfg, 5)["cache_bytes"]
+
+
+def test_a_windowed_checkpoint_draws_past_its_window(tmp_path, capsys):
+    """Past W the attention panel still covers positions 0 .. pos (0 outside the window) and the
+    cache panel counts W tokens cached."""
+    from tui.cli import main
+    make(tmp_path / "tiny-mistral", family="mistral", sliding_window=4, num_hidden_layers=2)
+    for panel in ("attention", "cache"):
+        assert main(["snapshot", str(tmp_path / "tiny-mistral"), "--ids", "5,6,7,8,9,10", "--step", "6",
+                     "--panel", panel, "-o", "-"]) == 0
+    out = capsys.readouterr().out
+    assert "over positions 0-" in out and "4 tokens cached" in out, out
