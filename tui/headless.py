@@ -11,7 +11,7 @@ from pathlib import Path
 
 from textual.worker import WorkerCancelled
 
-from .snapshot import THEMES, about, slide_steps, step_line, svg_to_png
+from .snapshot import THEMES, about, screen_svg, slide_steps, step_line, svg_to_png
 
 PANEL_SIZE = (100, 30)           # a slide of one panel: about 16:9 once rendered (cells are ~1:2)
 SCREEN_SIZE = (160, 50)
@@ -40,6 +40,10 @@ def _slide_mode(app, panel: str | None) -> None:
     screen = app.screen
     screen.add_class("-slide")
     screen.set_focus(None)             # no heatmap cursor or focus shading on a slide
+    for p in app.query(Panel):         # keys act on a screen, not on a picture
+        p.border_subtitle = ""
+    for bar in screen.query("#captionbar Panel"):
+        bar.border_title = ""          # the caption under a slide needs no label
     if panel is None:
         return
     chosen = [p for p in app.query(Panel) if p.kind == panel]
@@ -85,7 +89,7 @@ async def _export(path: str, steps: list[int], panel: str | None, size, salvage:
         _slide_mode(app, panel)
         for step in steps:
             shown = await _show(app, pilot, step, panel, path)
-            each(shown, app.export_screenshot(title=f"lineage - step {shown + 1}"))
+            each(shown, screen_svg(app, f"lineage - step {shown + 1}"))
 
 
 def render_svg(path: str, step: int, panel: str | None = None, size: tuple[int, int] | None = None,

@@ -50,6 +50,42 @@ def slide_steps(info: dict, total: int, panel: str | None = None) -> list[int]:
     return sorted(steps) or [total - 1]
 
 
+# A picture of the screen and nothing else: no window buttons or title bar, no web font (the
+# viewer's own monospace draws it; PNGs name an installed one below). Rich fills the fields.
+SVG_FORMAT = """<svg class="rich-terminal" viewBox="0 0 {terminal_width} {terminal_height}" \
+xmlns="http://www.w3.org/2000/svg">
+<style>
+.{unique_id}-matrix {{ font-family: monospace; font-size: {char_height}px; line-height: {line_height}px;
+  font-variant-east-asian: full-width; }}
+{styles}
+</style>
+<defs>
+<clipPath id="{unique_id}-clip-terminal"><rect x="0" y="0" width="{terminal_width}" height="{terminal_height}"/></clipPath>
+{lines}
+</defs>
+<g clip-path="url(#{unique_id}-clip-terminal)">
+{backgrounds}
+<g class="{unique_id}-matrix">
+{matrix}
+</g>
+</g>
+</svg>
+"""
+
+
+def screen_svg(app, title: str) -> str:
+    """The app's screen as an SVG in SVG_FORMAT: what `App.export_screenshot` records (the
+    compositor's full frame on a recording console), written without its window chrome."""
+    import io
+
+    from rich.console import Console
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True,
+                      color_system="truecolor", record=True, legacy_windows=False, safe_box=False)
+    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
+    return console.export_svg(title=title, code_format=SVG_FORMAT)
+
+
 # monospace fonts a system may have, by file name stem, and their family names: resvg draws no
 # text at all in a family it cannot find, so the PNG names one that is installed
 MONO_FONTS = [("DejaVuSansMono", "DejaVu Sans Mono"), ("LiberationMono", "Liberation Mono"),
@@ -101,7 +137,7 @@ def save_from_app(screen) -> None:
     if cursor is None:
         return
     directory = Path(app.snapshot_dir)
-    svg = app.export_screenshot(title=f"lineage - step {i + 1}")
+    svg = screen_svg(app, f"lineage - step {i + 1}")
     panels = [screen.maximized] if isinstance(screen.maximized, Panel) else list(screen.query(Panel))
     text = step_line(cursor, i) + "\n\n" + "\n\n".join(p.text(cursor, i) for p in panels) + "\n"
     base = f"lineage-{Path(screen.path).stem}-step{i + 1}"

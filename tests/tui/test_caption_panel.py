@@ -83,3 +83,11 @@ def test_a_panels_slides_are_the_captions_about_it(tmp_path, capsys):
     assert "Routing:" not in capsys.readouterr().out
     assert main(["snapshot", "tour", "--step", "13", "--panel", "routing", "-o", "-"]) == 0
     assert "note: Routing:" in capsys.readouterr().out
+
+
+def test_a_slide_of_one_panel_stays_on_it_when_a_caption_names_another(tmp_path):
+    # tour step 13's caption is about routing; a state slide there must still show the state
+    out = tmp_path / "s.svg"
+    assert main(["snapshot", "tour", "--step", "13", "--panel", "state", "-o", str(out)]) == 0
+    svg = out.read_text()
+    assert "state" in svg and "routing" not in svg

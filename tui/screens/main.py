@@ -328,6 +328,8 @@ class MainScreen(Screen):
         view: scrolled to, or maximised in place of another maximised one. At 80x24 the panel a
         caption discusses is otherwise often below the fold. Once per caption, so the reader
         can scroll away while it stays."""
+        if self.has_class("-slide"):            # an export shows the panel it was asked for
+            return
         c = caption_at(cursor.info.get("captions") or [], i)
         key = None if c is None else (c["at"], c.get("panel"))
         if key == self._about:
