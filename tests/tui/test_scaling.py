@@ -14,7 +14,7 @@ from tui.widgets.heatmap import Heatmap, fit
 from tui.widgets.sweep import GAP, Sweep
 
 
-def test_fit_zooms_prints_and_samples():
+def test_fit_zooms_prints_and_folds():
     assert fit(32, 32, 46, 17).zoom == 1                         # 1.06: a few doubled columns would read as data
     big = fit(32, 32, 150, 40)                                   # 80 pixel rows bind: 2.5 pixels a value
     assert big.zoom == 2.5 and big.width == 80 and len(big.ys) == 80
@@ -30,8 +30,8 @@ def test_fit_zooms_prints_and_samples():
     assert fit(2, 1, 150, 40).ch == 20                           # maximised: as tall as the panel allows
     assert not fit(8, 8, 40, 10).text                            # 8 columns of 5: no room for values
     assert fit(8, 4, 50, 20, per=1).ch == 1                      # no colour: one line a row
-    assert fit(32, 200, 76, 40).stride == 3
-    assert fit(32, 40, 76, 10).rstride == 2
+    assert fit(32, 200, 76, 40).fold == 3                        # folded: each drawn column the mean of 3
+    assert fit(32, 40, 76, 10).rfold == 2
 
 
 def test_heatmap_grows_when_maximised():
@@ -79,11 +79,13 @@ def test_figure_plot_grows_when_maximised():
 
 
 def _drawn(hm: Heatmap) -> tuple[int, int, int]:
-    """The picture's columns and lines as rendered, and the blank columns left of it."""
-    lines = [hm.render_line(y).text for y in range(hm.size.height)]
+    """The picture's columns and lines as rendered (its cells, not the axis labels around it),
+    and the blank columns left of the picture and its row labels."""
+    ox, oy = hm._offset()
+    lines = [hm.render_line(oy + y).text[ox:] for y in range(hm._map_lines())]
     drawn = [ln for ln in lines if ln.strip()]
-    left = min(len(ln) - len(ln.lstrip()) for ln in drawn)
-    return max(len(ln.rstrip()) for ln in drawn) - left, len(drawn), left
+    left = min(len(ln) - len(ln.lstrip()) for ln in drawn) + ox - hm._gutter
+    return max(len(ln.rstrip()) for ln in drawn), len(drawn), left
 
 
 def test_heatmap_uses_a_larger_terminal_and_is_centred():
@@ -98,7 +100,7 @@ def test_heatmap_uses_a_larger_terminal_and_is_centred():
                 await pilot.press("m")
                 await pilot.pause(0.3)
             w, h, left = _drawn(hm)
-            assert abs(left - (hm.size.width - w) // 2) <= 1          # centred, not left-aligned
+            assert abs(left - (hm.size.width - hm._gutter - w) // 2) <= 1   # centred, not left-aligned
             return w, h
 
     async def go():
@@ -123,7 +125,7 @@ def test_small_matrices_print_their_values():
             assert hm.fit.text
             drawn = "".join(hm.render_line(y).text for y in range(hm.size.height))
             assert "+1.70" in drawn
-            assert "key channel" in panel(app, "state").query_one("#legend").render().plain
+            assert "key channel" in drawn and "value channel" in drawn        # the map names its axes
     run(go())
 
 
@@ -161,7 +163,8 @@ def test_small_matrices_without_colour_take_one_line_a_row(monkeypatch):
             app.request(1)
             await settle(pilot, app, 1)
             hm = panel(app, "state").query_one(Heatmap)
-            lines = [hm.render_line(y).text for y in range(hm.size.height)]
+            oy = hm._offset()[1]                                 # the map's lines, not its axis line
+            lines = [hm.render_line(oy + y).text for y in range(hm._map_lines())]
             at = [y for y, ln in enumerate(lines) if ln.strip()]
             drawn = [lines[y] for y in at]
             # without colour a taller cell is only a blank line parting the rows

@@ -96,6 +96,12 @@ class Panel(Vertical, can_focus=True):
         if str(self.border_subtitle) != text:
             self.border_subtitle = Content(text)
 
+    def key_hints(self, text: str) -> None:
+        """The keys that act on this panel, in its bottom border; not on a slide (an exported
+        picture has no keys), nor over a notice the border already shows."""
+        if not self.border_subtitle and not self.screen.has_class("-slide"):
+            self.border_subtitle = text
+
     def set_title(self, text: str) -> None:
         """Changing a border title repaints the whole panel region; skip it when nothing changed."""
         if str(self.border_title) != text:
@@ -262,13 +268,19 @@ class SweepPanel(HeatmapPanel):
         super().__init__(options, **kw)
         self._sweep = Sweep()       # here, not on mount: the app may ask for a frame first
 
-    def show_sweep(self, key, i: int, history) -> np.ndarray:
+    def show_sweep(self, key, i: int, history, rows: str | None, row_name=str) -> np.ndarray:
         """Sweep the view's `history` (the columns of the steps up to i, values in [0, 1]) onto
-        the heatmap, "now" marked and the gap after it blank; returns the (rows, steps) picture."""
-        data = self._sweep.update(key, i, lambda j: history.column(j), self.size.width)
+        the heatmap, "now" marked and the gap after it blank; returns the (rows, steps) picture.
+        `rows` names what a row is (the axis line above the map), `row_name(r)` row r's label."""
         hm = self.query_one(Heatmap)
+        # the columns sweep: no ticks at their ends, the caret names the step now instead
+        hm.set_axes(rows, "step, sweeping", row_name, col_ticks=False)
+        # as many steps as fit beside the row labels (the last row's, as a folded range: "30-31")
+        last = row_name(max(history.column(i).shape[0] - 1, 0))
+        gutter = 2 * len(last) + 2 if rows else 0
+        data = self._sweep.update(key, i, lambda j: history.column(j), self.size.width - gutter)
         hm.whole_zoom = True        # time columns of one width: a doubled one would read as a step
-        hm.set_marker(self._sweep.column_of(i))
+        hm.set_marker(self._sweep.column_of(i), f"now, step {i + 1}")
         hm.set_data(data, "sequential", vmax=1.0, blank=self._sweep.blank(i))
         return data
 

@@ -79,10 +79,11 @@ class DecayPanel(SweepPanel):
         if self.absent(view):
             return
         i, layer = view.step, view.layer
-        A = self.show_sweep((view.model, layer, view.head), i, view.columns)
-        per = "channel" if A.shape[0] > 1 else "head"
+        per = "channel" if view.columns.column(i).shape[0] > 1 else "head"
+        # one alpha per head (Gated DeltaNet): one row, the head's; per channel (KDA): a row a key channel
+        A = self.show_sweep((view.model, layer, view.head), i, view.columns, "key channel" if per == "channel"
+                            else "head", str if per == "channel" else (lambda r, h=view.head: str(h)))
         self.set_title(f"decay · L{layer} head {view.head} · alpha per {per} · last {min(A.shape[1], i + 1)} steps")
-        self.set_subtitle(f"↓ {per if per == 'head' else 'key channel'} × → step, sweeping")
         self._legend()
 
     def _legend(self) -> None:

@@ -111,11 +111,16 @@ class RoutingPanel(SweepPanel):
         if view.routes is None:     # one strip of experts, not a map hundreds of rows tall
             hm = self.query_one(Heatmap)
             hm.set_marker(None)
-            hm.set_data(strip(view.now, E, max(16, self.size.width - 4)), "sequential", vmax=1.0)
+            # a row of the strip is `cols` experts, labelled by its first; the gutter takes
+            # len(str(E)) + 1 of the map's width (the panel's less its border and padding)
+            cols = max(16, self.size.width - 4 - len(str(E)) - 1)
+            hm.set_axes(f"experts, {cols} a row, each labelled by its first", "expert in the row",
+                        lambda r: str(r * cols))
+            hm.set_data(strip(view.now, E, cols), "sequential", vmax=1.0)
             self.set_title(f"routing · L{layer} · {moe.top_k} of {E} experts + {moe.n_shared} shared · "
                            "bright: this token, dim: load")
         else:
-            self.show_sweep((view.model, layer), view.step, view.weights)     # (experts, steps)
+            self.show_sweep((view.model, layer), view.step, view.weights, "expert")     # (experts, steps)
             self.set_title(f"routing · L{layer} · {moe.top_k} of {E} experts + {moe.n_shared} shared")
         self._legend(view.now)
 
@@ -131,5 +136,4 @@ class RoutingPanel(SweepPanel):
         t.append(f"\nnow: {now}")
         if share is not None:
             t.append(f"   shared share {share:.2f}")
-        self.set_subtitle("↓ expert × → step, sweeping")
         self.put(self.query_one("#legend", TextBox), t, pace=0.1)

@@ -65,10 +65,6 @@ def lines(view, width: int) -> list[str]:
     return out
 
 
-def _span(n: int) -> str:
-    return "0" if n == 1 else f"0-{n - 1}"
-
-
 class StatePanel(HeatmapPanel):
     kind = "state"
     prepare = staticmethod(prepare)
@@ -96,12 +92,13 @@ class StatePanel(HeatmapPanel):
             return
         data = view.data[None, :] if view.quantity == "error" else view.data      # the error: one row (1, V)
         hm = self.query_one(Heatmap)
+        # S reads k S: a row per key channel, a column per value channel; the error is one row
+        hm.set_axes(None if view.quantity == "error" else "key channel", "value channel")
         vmax = self._shared_vmax() if self.options.get("colour_range") == "shared" else None
         hm.set_data(data, "diverging", vmax=vmax)
         what = {"S": "S", "dS": "delta S (last write)", "error": "v - read-back"}[view.quantity]
         self.set_title(f"state · {view.name} · L{view.layer} {view.mixer} · head {view.head}/{view.heads} · {what}")
-        if not self.border_subtitle:
-            self.border_subtitle = "[ ] layer  , . head  t quantity  c shared scale"
+        self.key_hints("[ ] layer  , . head  t quantity  c shared scale")
         self._legend(hm)
 
     def _legend(self, hm: Heatmap) -> None:
@@ -110,15 +107,11 @@ class StatePanel(HeatmapPanel):
         bar = colour_bar("diverging", hm.vmax, no_color=self.app.no_color)
         if self.options.get("colour_range") == "shared":
             bar.append(" shared")
-        rows, cols = hm.data.shape
-        if rows == 1:                                   # v - read-back: one value per channel
-            bar.append(f"\n→ value channel {_span(cols)}")
-            where = f"v{c}"
-        else:
-            bar.append(f"\n↓ key channel {_span(rows)} × → value channel {_span(cols)}")
-            where = f"k{r} v{c}"
+        # the axes are named on the map; here the value under the cursor, exact even where
+        # the map folds rows or columns into their mean
+        where = f"value {c}" if hm.data.shape[0] == 1 else f"key {r}, value {c}"
         if val is not None:
-            bar.append(f"   {where} = {val:+.4f}   |norm| {np.linalg.norm(hm.data):.3f}")
+            bar.append(f"\n{where}: {val:+.4f}   norm {np.linalg.norm(hm.data):.3f}")
         self.put(self.query_one("#legend", TextBox), bar, pace=0.1)
 
     def on_heatmap_cursor_moved(self, event: Heatmap.CursorMoved) -> None:

@@ -4,15 +4,22 @@ Large matrices draw with half-block cells: '▀' with the upper value as foregro
 one as background, so one terminal cell holds two square pixels. Each value becomes a square of
 pixels as large as the widget allows in both directions (fractional: a 32 x 32 state in 62
 columns draws most values two pixels wide, a few one), centred in the widget, so a state grows
-when its panel is maximised, other panels are hidden or the terminal is larger; a matrix larger
-than the widget is sub-sampled (`stride`). Matrices of 8 x 8 or smaller print their values in
-cells as large as the room allows. Strips are built once per `set_data` and cached. Without
-colour (NO_COLOR) every value becomes a glyph whose shape carries sign and magnitude, and
-printed values take one line a row.
+when its panel is maximised, other panels are hidden or the terminal is larger. Matrices of
+8 x 8 or smaller print their values in cells as large as the room allows. Strips are built once
+per `set_data` and cached. Without colour (NO_COLOR) every value becomes a glyph whose shape
+carries sign and magnitude, and printed values take one line a row.
+
+A matrix larger than the widget is folded, never sampled: every drawn row (column) is the mean
+of `rfold` (`fold`) neighbouring rows (columns), so every value counts in the picture, and the
+map says so where it is read: the axis line above it ("↓ expert, each row the mean of 2"), and
+the tick labels at its ends give the ranges ("0-1" ... "30-31"). The cursor still moves one
+value at a time, and the panel's legend prints the value under it. One rule for every heatmap
+panel (state, decay, routing, gate): the mean, because it neither invents a value nor lets one
+extreme speak for its neighbours (a max would hide a decay channel that clears).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from rich.segment import Segment
@@ -24,76 +31,14 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from .. import palette
+from .fitting import Fit, fit, fold, folds, span
 
 CURSOR = Style(color="#ffffff", bold=True)
-NOW = Style(color="#ffaf00", bold=True)
+NOW = {True: Style(color="#ffaf00", bold=True), False: Style(color="#af5f00", bold=True)}   # dark theme, light
+AXIS = Style(dim=True)     # axis names and tick labels: read, not looked at
 _PLAIN = Style()
 _REVERSE = Style(reverse=True)
 BLANK = -2                 # a cell drawn as background: the gap a sweep leaves after "now"
-TEXT_MAX = 8               # matrices up to this size in both directions may print their values
-TEXT_CELL = 8              # columns a printed value needs, with the cursor's brackets: "[+0.12]"
-
-
-@dataclass(frozen=True)
-class Fit:
-    """How a (rows, cols) matrix sits in the widget: `text` cells of cw x ch print values;
-    otherwise picture column x draws matrix column xs[x] and pixel row p (two per line with
-    half blocks) matrix row ys[p]. `zoom` is how many columns a value gets (fractional: a
-    32-wide state in 62 columns draws most values two wide, a few one); `stride` and `rstride`
-    say how many columns and rows one picture column or pixel row stands for when the matrix
-    is larger than the widget."""
-    text: bool = False
-    cw: int = 1
-    ch: int = 1
-    zoom: float = 1.0
-    stride: int = 1
-    rstride: int = 1
-    xs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), compare=False, repr=False)
-    ys: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), compare=False, repr=False)
-
-    @property
-    def width(self) -> int:
-        """Columns the picture takes (text cells included)."""
-        return len(self.xs) * (self.cw if self.text else 1)
-
-
-def _spread(n: int, size: int) -> np.ndarray:
-    """`size` picture positions over n values, each value getting floor or ceil of size / n."""
-    return np.arange(size, dtype=np.int64) * n // max(size, 1)
-
-
-def fit(rows: int, cols: int, width: int, height: int, per: int = 2, whole: bool = False) -> Fit:
-    """The largest picture of a rows x cols matrix in width x height cells (per: pixel rows per
-    line). A value stays about square: a terminal cell is about twice as tall as wide, so with
-    half blocks (per 2) a value is as many pixel rows as columns, with one glyph a line (per 1)
-    twice as many columns as lines. `whole`: magnify by whole numbers only (a sweep's time axis)."""
-    width, height = max(width, 1), max(height, 1)
-    if rows <= 0 or cols <= 0:
-        return Fit()
-    if rows <= TEXT_MAX and cols <= TEXT_MAX and width // cols >= TEXT_CELL:
-        if per == 1:               # no colour: a cell is its number, one line a row
-            return Fit(text=True, cw=min(width // cols, TEXT_CELL + 2), ch=1,
-                       xs=np.arange(cols), ys=np.arange(rows))
-        # square-looking cells, as large as the room allows: width or height, whichever binds
-        ch = max(1, min(width // cols // 2, height // rows))
-        cw = min(width // cols, max(TEXT_CELL, 2 * ch))
-        return Fit(text=True, cw=cw, ch=ch, xs=np.arange(cols), ys=np.arange(rows))
-    pixels = per * height
-    if cols > width or rows > pixels:
-        stride, rstride = max(1, -(-cols // width)), max(1, -(-rows // pixels))
-        return Fit(stride=stride, rstride=rstride,
-                   xs=np.arange(0, cols, stride), ys=np.arange(0, rows, rstride))
-    aspect = 2 // per                      # columns per pixel row of a square
-    zy = min(pixels / rows, width / cols / aspect)
-    if zy < 1:                             # one glyph a line: not room for square values
-        zy, zx = 1.0, min(width / cols, aspect)
-    else:
-        zx = aspect * zy
-    if whole or zx < 1.25:                 # a few doubled columns would read as data
-        zx = float(int(zx))
-        zy = max(1.0, zx / aspect)
-    w, p = min(width, int(cols * zx)), min(pixels, int(rows * zy))
-    return Fit(zoom=zx, xs=_spread(cols, w), ys=_spread(rows, p))
 
 
 class Heatmap(Widget, can_focus=True):
@@ -119,28 +64,49 @@ class Heatmap(Widget, can_focus=True):
         super().__init__(id=id, classes=classes)
         self.data = np.zeros((0, 0))
         self.scale = "diverging"
-        self.vmax = 1.0
-        self.idx = np.zeros((0, 0), dtype=np.int64)
-        self.cursor = (0, 0)
-        self._strips: list[Strip] = []
+        self.vmax, self.vmin = 1.0, 0.0
+        self.blank: list[int] = []       # matrix columns drawn as background
+        self.idx = np.zeros((0, 0), dtype=np.int64)     # the colour steps of the drawn (folded) values
+        self.cursor = (0, 0)             # (row, col) of the matrix, whatever the fold
+        self._strips: list[Strip] = []   # the axis line(s), the map's lines, the tick line
         self.fit = Fit()
-        self.marker: int | None = None   # a column to mark with a caret on a line under the map
+        self.marker: int | None = None   # a column to mark with a caret on the tick line
+        self.marker_text = "now"
         self._shown = None               # the colour steps on screen, to send only what changed
         # a height cap for auto height (the panel's share of the screen); None: the viewport's
         self.max_lines: int | None = None
         self.whole_zoom = False          # magnify by whole numbers only (sweeps: even time columns)
         self._room, self._tallest = None, 0   # the auto height's room, and the most lines it took there
+        # the axes: what rows and columns are ("key channel"), the name of row r for its tick
+        # label, whether the columns get tick labels at their ends (a sweep's get the marker)
+        self.row_axis: str | None = None
+        self.col_axis: str | None = None
+        self.row_name = str
+        self.col_ticks = True
+        self._head, self._gutter = 0, 0  # lines above the map (the rows' name), columns left of it
+        self._beside = True              # the rows' name is beside the map (else above it)
+        self._ticks: list[str] = []      # the gutter's text beside each map line
 
     # -- data -------------------------------------------------------------------------
-    def set_marker(self, col: int | None) -> None:
-        if col == self.marker:
+    def set_axes(self, rows: str | None, cols: str | None, row_name=str, col_ticks: bool = True) -> None:
+        """Name the axes (None: that axis has no label line, e.g. a single row). `row_name(r)`:
+        the tick label of matrix row r (default its number)."""
+        new = (rows, cols, row_name, col_ticks)
+        if new != (self.row_axis, self.col_axis, self.row_name, self.col_ticks):
+            self.row_axis, self.col_axis, self.row_name, self.col_ticks = new
+            self.refresh(layout=True)
+            if self._strips:
+                self._build()
+
+    def set_marker(self, col: int | None, text: str = "now") -> None:
+        if (col, text) == (self.marker, self.marker_text):
             return
         had = self.marker is not None
-        self.marker = col
-        n = self._map_lines()
-        if had and col is not None and self._strips and len(self._strips) > n:
-            self._strips[n] = self._marker_line()
-            self.refresh(Region(0, self._offset()[1] + n, self.size.width, 1))
+        self.marker, self.marker_text = col, text
+        if had and col is not None and self._strips:
+            n = len(self._strips) - 1
+            self._strips[n] = self._foot_line()
+            self.refresh(Region(0, self._top() + n, self.size.width, 1))
         else:
             self.refresh(layout=True)
 
@@ -151,27 +117,29 @@ class Heatmap(Widget, can_focus=True):
         if data.ndim == 1:
             data = data[None, :]
         shape_changed = data.shape != self.data.shape
-        self.data, self.scale = data, scale
+        self.data, self.scale, self.blank = data, scale, list(blank)
         if scale == "diverging":
             self.vmax = float(np.abs(data).max()) if vmax is None else vmax
-            self.idx = palette.diverging_index(data, self.vmax)
         else:
-            self.vmax = 1.0 if vmax is None else vmax
-            self.idx = palette.sequential_index(data, vmin, self.vmax)
-        if len(blank):
-            self.idx[:, list(blank)] = BLANK
+            self.vmax, self.vmin = (1.0 if vmax is None else vmax), vmin
         r, c = self.cursor
         self.cursor = (min(r, max(data.shape[0] - 1, 0)), min(c, max(data.shape[1] - 1, 0)))
-        old, self._shown = self._shown, self.idx.copy()
+        old = self._shown
         if shape_changed or old is None or self.fit.text or not self._strips:
             if shape_changed:
                 self.refresh(layout=True)    # the new shape may want another height; resize rebuilds
             self._build()
             self.refresh()
             return
+        self.idx = self._index(self.fit)
+        self._shown = self.idx.copy()
+        if old.shape != self.idx.shape:
+            self._build()
+            self.refresh()
+            return
         # redraw only what changed: per terminal line, the span of cells whose colour step moved
         # (a sweeping map changes one column a step, so little is sent over SSH)
-        changed = (old != self.idx)[:, self.fit.xs]                       # (rows, picture columns)
+        changed = (old != self.idx)[:, self.fit.xs]                       # (drawn rows, picture columns)
         ox, oy = self._offset()
         for y in range(self._map_lines()):
             ra, rb = self._rows_of_line(y)
@@ -179,8 +147,24 @@ class Heatmap(Widget, can_focus=True):
             xs = np.flatnonzero(row)
             if not xs.size:
                 continue
-            self._strips[y] = self._line(y)
+            self._strips[self._head + y] = self._line(y)
             self.refresh(Region(ox + int(xs[0]), oy + y, int(xs[-1] - xs[0] + 1), 1))
+
+    def _index(self, f: Fit) -> np.ndarray:
+        """The colour steps of what is drawn under fit f: the matrix folded (its block means)."""
+        if not self.data.size:
+            return np.zeros((0, 0), dtype=np.int64)
+        if f.fold == 1 and f.rfold == 1:
+            values, empty = self.data, np.zeros(self.data.shape, dtype=bool)
+            empty[:, self.blank] = True
+        else:
+            values, empty = fold(self.data, f.rfold, f.fold, self.blank)
+        if self.scale == "diverging":
+            idx = palette.diverging_index(values, self.vmax)
+        else:
+            idx = palette.sequential_index(values, self.vmin, self.vmax)
+        idx[empty] = BLANK
+        return idx
 
     @property
     def value_under_cursor(self) -> float | None:
@@ -189,13 +173,85 @@ class Heatmap(Widget, can_focus=True):
             return None
         return float(self.data[r, c])
 
+    # -- axes -------------------------------------------------------------------------
+    def row_label(self, d: int, f: Fit | None = None) -> str:
+        """The tick label of drawn row d: its matrix row, or the range of rows it folds ("0-1")."""
+        f = f or self.fit
+        a = d * f.rfold
+        return span(self.row_name(a), self.row_name(min(self.data.shape[0], a + f.rfold) - 1))
+
+    def col_label(self, d: int, f: Fit | None = None) -> str:
+        f = f or self.fit
+        a = d * f.fold
+        return span(str(a), str(min(self.data.shape[1], a + f.fold) - 1))
+
+    def _gutter_texts(self, f: Fit, beside: bool) -> list[str]:
+        """The row labels left of each map line: the first and last rows' (every row of printed
+        values), with the rows' axis name before the first (`beside`) and how they fold under it."""
+        n = self._lines_for(f)
+        texts = [""] * n
+        if not self.row_axis or not n or not len(f.ys):
+            return texts
+        if f.text:
+            mid = (f.ch - 1) // 2
+            for d in f.ys.tolist():
+                texts[d * f.ch + mid] = self.row_label(d, f)
+            first = mid
+        else:
+            texts[0], texts[-1] = self.row_label(int(f.ys[0]), f), self.row_label(int(f.ys[-1]), f)
+            if n == 1:                            # one line holds every row: their range
+                a, b = int(f.ys[0]) * f.rfold, min(self.data.shape[0], (int(f.ys[-1]) + 1) * f.rfold) - 1
+                texts[0] = span(self.row_name(a), self.row_name(b))
+            first = 0
+        if beside:
+            texts[first] = f"↓ {self.row_axis} {texts[first]}"
+            if f.rfold > 1:
+                if n >= 3:
+                    texts[1] = f"(mean of {f.rfold})"
+                else:
+                    texts[first] += f" (mean of {f.rfold})"
+        return texts
+
+    def head_lines(self, f: Fit, beside: bool) -> list[str]:
+        """The rows' axis name above the map, where it is not beside it."""
+        if beside or not self.row_axis:
+            return []
+        return [f"↓ {self.row_axis}" + (f", each row the mean of {f.rfold}" if f.rfold > 1 else "")]
+
+    def _foot(self) -> int:
+        return 1 if self.col_axis or self.marker is not None else 0
+
     # -- geometry ---------------------------------------------------------------------
     def _per(self) -> int:
         return 1 if self.app.no_color else 2
 
-    def _fit_for(self, width: int, height: int) -> Fit:
+    def _fit_for(self, width: int, height: int) -> tuple[Fit, bool, int]:
+        """(fit, whether the rows' name goes beside the map, gutter columns) for width x height.
+        Beside the map the name costs columns, above it a line: whichever folds less, beside
+        where both fold alike (a sweep: whichever folds its steps less first)."""
         rows, cols = self.data.shape
-        return fit(rows, cols, width, height - (self.marker is not None), self._per(), self.whole_zoom)
+        per, foot = self._per(), self._foot()
+        best = None
+        for beside in (True, False):
+            h = height - foot - (0 if beside or not self.row_axis else 1)
+            # the gutter holds the row labels, which say the rows' fold: fold for the height first
+            rfold = folds(rows, cols, width, per * max(h, 1))[0]
+            probe = Fit(rfold=rfold, ys=np.arange(-(-rows // rfold))) if rows else Fit()
+            gutter = self._gutter_width(probe, beside)
+            f = fit(rows, cols, width - gutter, h, per, self.whole_zoom)
+            gutter = self._gutter_width(f, beside)
+            # a sweep's columns are steps: folding two steps into one column would read as one
+            cost = (f.fold, f.rfold, 0 if beside else 1) if self.whole_zoom else (f.rfold * f.fold, 0 if beside else 1)
+            if best is None or cost < best[0]:
+                best = (cost, f, beside, gutter)
+            if not self.row_axis:
+                break
+        return best[1], best[2], best[3]
+
+    def _gutter_width(self, f: Fit, beside: bool) -> int:
+        if not self.row_axis or not self.data.size:
+            return 0
+        return max((len(t) for t in self._gutter_texts(f, beside)), default=-1) + 1
 
     def _lines_for(self, f: Fit) -> int:
         if not self.data.size:
@@ -204,10 +260,17 @@ class Heatmap(Widget, can_focus=True):
             return len(f.ys) * f.ch
         return -(-len(f.ys) // self._per())
 
+    def _left(self) -> int:
+        """Where the gutter starts: the gutter and the picture are centred in the widget."""
+        return max(0, (self.size.width - self._gutter - self.fit.width) // 2)
+
+    def _top(self) -> int:
+        return max(0, (self.size.height - len(self._strips)) // 2)
+
     def _offset(self) -> tuple[int, int]:
-        """Where the picture starts: centred in the widget (the marker line goes with it)."""
-        lines = len(self._strips)
-        return max(0, (self.size.width - self.fit.width) // 2), max(0, (self.size.height - lines) // 2)
+        """Where the picture starts: centred in the widget, right of its row labels and under
+        its axis line."""
+        return self._left() + self._gutter, self._top() + self._head
 
     def _map_lines(self) -> int:
         return self._lines_for(self.fit)
@@ -215,11 +278,12 @@ class Heatmap(Widget, can_focus=True):
     def get_content_height(self, container, viewport, width) -> int:
         # auto height: as tall as the widest picture that fits this width and the height cap
         # (never fewer lines than the rows need: a panel of natural height scrolls rather than
-        # dropping rows; only a panel of fixed height samples every other row)
+        # folding rows; only a panel of fixed height folds them)
+        extra = (1 if self.row_axis else 0) + self._foot()
         cap = self.max_lines if self.max_lines is not None else max(8, viewport.height - 10)
-        cap = max(cap, -(-self.data.shape[0] // self._per()) + (self.marker is not None))
-        f = self._fit_for(width, cap)
-        lines = max(1, self._lines_for(f)) + (1 if self.marker is not None else 0)
+        cap = max(cap, -(-self.data.shape[0] // self._per()) + extra)
+        f, beside, _ = self._fit_for(width, cap)
+        lines = max(1, self._lines_for(f)) + len(self.head_lines(f, beside)) + self._foot()
         # never shorter than the tallest picture shown at this width: `t` (S to the one-row
         # error and back) or another layer's shape must not reflow every panel below this one
         room = (width, self.max_lines, viewport.height)
@@ -229,10 +293,10 @@ class Heatmap(Widget, can_focus=True):
         return self._tallest
 
     def get_content_width(self, container, viewport) -> int:
-        return max(1, self.data.shape[1])
+        return max(1, self.data.shape[1] + self._gutter)
 
     def cell_at(self, x: int, y: int) -> tuple[int, int] | None:
-        """The matrix cell drawn at (x, y) of the widget, or None."""
+        """The matrix cell drawn at (x, y) of the widget (a folded block's first), or None."""
         f = self.fit
         ox, oy = self._offset()
         x, y = x - ox, y - oy
@@ -241,7 +305,7 @@ class Heatmap(Widget, can_focus=True):
         else:
             y = y * self._per()
         if 0 <= x < len(f.xs) and 0 <= y < len(f.ys):
-            return int(f.ys[y]), int(f.xs[x])
+            return int(f.ys[y]) * f.rfold, int(f.xs[x]) * f.fold
         return None
 
     # -- drawing ----------------------------------------------------------------------
@@ -272,7 +336,7 @@ class Heatmap(Widget, can_focus=True):
         return cells
 
     def _rows_of_line(self, y: int) -> tuple[int, int | None]:
-        """The matrix rows of line y's upper and lower pixel (None: no lower pixel)."""
+        """The drawn rows of line y's upper and lower pixel (None: no lower pixel)."""
         ys, per = self.fit.ys, self._per()
         lower = y * per + 1
         return int(ys[y * per]), (None if per == 1 or lower >= len(ys) else int(ys[lower]))
@@ -280,14 +344,12 @@ class Heatmap(Widget, can_focus=True):
     def _block_line(self, y: int, base: Style) -> list[tuple[str, Style]]:
         f, per = self.fit, self._per()
         ra, rb = self._rows_of_line(y)
-        cr, cc = self.cursor
+        cr, cc = self.cursor[0] // f.rfold, self.cursor[1] // f.fold     # the drawn cell holding it
         cells = []
         for c in f.xs.tolist():
             top = int(self.idx[ra, c])
             bottom = None if rb is None else int(self.idx[rb, c])
-            # a sampled picture marks the cursor on the column (row) that stands for it
-            here = self.has_focus and c <= cc < c + f.stride and (ra <= cr < ra + f.rstride or
-                                                                  (rb is not None and rb <= cr < rb + f.rstride))
+            here = self.has_focus and c == cc and cr in (ra, rb)
             if per == 1:
                 cells.append(("X" if here else (" " if top == BLANK else palette.glyph(top, self.scale)),
                               _REVERSE if here else _PLAIN))
@@ -317,32 +379,95 @@ class Heatmap(Widget, can_focus=True):
             else:
                 segs.append(Segment(text, style))
         n = sum(len(t) for t, _ in cells)
-        ox = max(0, (self.size.width - n) // 2)            # centred, as _offset says
+        ox = self._left() + self._gutter                   # centred, as _offset says
         if ox:
-            segs.insert(0, Segment(" " * ox, base))
+            tick = self._ticks[y][: max(0, self._gutter - 1)] if y < len(self._ticks) else ""
+            segs.insert(0, Segment(" " * (ox - len(tick) - 1 if tick else ox), base))
+            if tick:
+                segs.insert(1, Segment(tick + " ", base + AXIS))
         # extended to the widget's width once here, so render_line hands out the cached strip
         return Strip(segs, n + ox).crop_extend(0, max(self.size.width, n + ox), base)
 
-    def _marker_line(self) -> Strip:
-        w = max(self.size.width, 1)
-        if self.marker is None:
-            return Strip.blank(w, self.rich_style)
-        f = self.fit
-        if f.text:
-            x = self.marker * f.cw + f.cw // 2
-        else:
-            x = int(np.searchsorted(f.xs, self.marker))    # the first picture column of that step
-        x += max(0, (self.size.width - f.width) // 2)
-        return Strip([Segment(" " * x, self.rich_style), Segment("▲ now", self.rich_style + NOW)]).crop_extend(0, w, self.rich_style)
+    def _text_strip(self, placed: list[tuple[int, str, Style]]) -> Strip:
+        """A line of texts at columns (later ones never overwrite earlier ones), the widget's width."""
+        w, base = max(self.size.width, 1), self.rich_style
+        segs, x = [], 0
+        for at, text, style in sorted(placed, key=lambda p: p[0]):
+            at = max(at, x + (1 if x else 0))
+            if at + len(text) > w:
+                text = text[: max(0, w - at)]
+            if not text:
+                continue
+            segs += [Segment(" " * (at - x), base), Segment(text, base + style)]
+            x = at + len(text)
+        return Strip(segs, x).crop_extend(0, w, base)
+
+    def _foot_line(self) -> Strip:
+        """Under the map: the columns' tick labels at its ends (every column of printed values)
+        with their name between them, and the marker's caret with its text."""
+        f, ox = self.fit, self._offset()[0]
+        placed = []
+        name = (f"→ {self.col_axis}" + (f" (mean of {f.fold})" if f.fold > 1 else "")) if self.col_axis else ""
+        right = ox + f.width                     # where the next free column is
+        if self.col_axis and self.col_ticks and len(f.xs):
+            if f.text:
+                for d in f.xs.tolist():
+                    t = self.col_label(d)
+                    placed.append((ox + d * f.cw + (f.cw - len(t)) // 2, t, AXIS))
+            else:
+                first, last = self.col_label(int(f.xs[0])), self.col_label(int(f.xs[-1]))
+                placed.append((ox, first, AXIS))
+                inner = f.width - len(first) - len(last) - 2
+                if len(name) <= inner:            # the name between the ticks, centred
+                    placed.append((ox + len(first) + 1 + (inner - len(name)) // 2, name, AXIS))
+                    name = ""
+                if f.width > len(first) + len(last):
+                    placed.append((ox + f.width - len(last), last, AXIS))
+        if self.marker is not None:
+            if f.text:
+                x = self.marker * f.cw + f.cw // 2
+            else:
+                x = int(np.searchsorted(f.xs, self.marker // f.fold))    # the first picture column of that step
+            caret = f"▲ {self.marker_text}"
+            placed = [p for p in placed if not (p[0] <= ox + x < p[0] + len(p[1]) + 1)]
+            placed.append((ox + x, caret, NOW[self.app.current_theme.dark is not False]))
+            if name and ox + x + len(caret) + 2 + len(name) > max(self.size.width, right):
+                # no room after the caret: the name goes before it, or at the left end
+                at = ox + x - 2 - len(name)
+                placed.append((max(at, 0), name, AXIS))
+                name = ""
+            right = max(right, ox + x + len(caret) + 1)
+        if name:                                   # after everything else on the line
+            end = max([p[0] + len(p[1]) for p in placed], default=ox - 1)
+            placed.append((end + 2 if placed else ox, name, AXIS))
+        return self._text_strip(placed)
 
     def _build(self) -> None:
         # no room (hidden, or not laid out yet): nothing drawn. A fit kept from before would index
         # the columns of the data it was made for, and new data may have fewer; the resize that
         # gives the map room builds it again
-        self.fit = self._fit_for(self.size.width, self.size.height) if self.size.width and self.size.height else Fit()
-        self._strips = [self._line(y) for y in range(self._map_lines())]
-        if self.marker is not None:
-            self._strips.append(self._marker_line())
+        if self.size.width and self.size.height and self.data.size:
+            self.fit, self._beside, self._gutter = self._fit_for(self.size.width, self.size.height)
+        else:
+            self.fit, self._beside, self._gutter = Fit(), True, 0
+        self.idx = self._index(self.fit)
+        self._shown = self.idx.copy()
+        heads = self.head_lines(self.fit, self._beside) if self.fit.xs.size else []
+        self._head = len(heads)
+        self._ticks = self._gutter_texts(self.fit, self._beside)
+        # the strips' positions depend on how many there are (centred): count them first
+        self._strips = [None] * (self._head + self._map_lines() + (self._foot() if self.fit.xs.size else 0))
+        left = self._left()
+        for k, text in enumerate(heads):
+            self._strips[k] = self._text_strip([(left, text, AXIS)])
+        for y in range(self._map_lines()):
+            self._strips[self._head + y] = self._line(y)
+        if len(self._strips) > self._head + self._map_lines():
+            self._strips[-1] = self._foot_line()
+
+    def on_mount(self) -> None:
+        # the caret's colour follows the theme (a deep orange on a light background)
+        self.watch(self.app, "theme", lambda _: self.on_resize(), init=False)
 
     def on_resize(self) -> None:
         self._build()
@@ -350,7 +475,7 @@ class Heatmap(Widget, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         # pad with the widget's own style: a None style trips Textual's NO_COLOR filter
-        y -= self._offset()[1]
+        y -= self._top()
         if not 0 <= y < len(self._strips):
             return Strip.blank(self.size.width, self.rich_style)
         strip = self._strips[y]
@@ -358,11 +483,12 @@ class Heatmap(Widget, can_focus=True):
 
     # -- cursor -----------------------------------------------------------------------
     def action_move(self, dr: int, dc: int) -> None:
+        # one matrix value at a time, folded or not: the legend reads every value exactly
         if self.data.size == 0:
             return
         r, c = self.cursor
         r = max(0, min(self.data.shape[0] - 1, r + dr))
-        c = max(0, min(self.data.shape[1] - 1, c + dc * self.fit.stride))
+        c = max(0, min(self.data.shape[1] - 1, c + dc))
         self._move_to(r, c)
 
     def _move_to(self, r: int, c: int) -> None:

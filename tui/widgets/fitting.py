@@ -1,0 +1,102 @@
+"""Where a matrix sits in a heatmap of width x height cells: how large each value is drawn,
+whether it prints its numbers, and how it folds when it is larger than the room (each drawn
+row or column the mean of several: `fold`). Pure functions of sizes and arrays, no Textual.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+TEXT_MAX = 8               # matrices up to this size in both directions may print their values
+TEXT_CELL = 8              # columns a printed value needs, with the cursor's brackets: "[+0.12]"
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How a (rows, cols) matrix sits in the widget: `text` cells of cw x ch print values;
+    otherwise picture column x draws drawn column xs[x] and pixel row p (two per line with half
+    blocks) drawn row ys[p]. A drawn column is the mean of `fold` matrix columns and a drawn row
+    the mean of `rfold` rows (1 and 1: the matrix itself) when the matrix is larger than the
+    widget. `zoom` is how many columns a value gets (fractional: a 32-wide state in 62 columns
+    draws most values two wide, a few one)."""
+    text: bool = False
+    cw: int = 1
+    ch: int = 1
+    zoom: float = 1.0
+    fold: int = 1
+    rfold: int = 1
+    xs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), compare=False, repr=False)
+    ys: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), compare=False, repr=False)
+
+    @property
+    def width(self) -> int:
+        """Columns the picture takes (text cells included)."""
+        return len(self.xs) * (self.cw if self.text else 1)
+
+
+def _spread(n: int, size: int) -> np.ndarray:
+    """`size` picture positions over n values, each value getting floor or ceil of size / n."""
+    return np.arange(size, dtype=np.int64) * n // max(size, 1)
+
+
+def folds(rows: int, cols: int, width: int, pixels: int) -> tuple[int, int]:
+    """(rfold, fold): the fewest matrix rows and columns per drawn one that fit pixels x width."""
+    return max(1, -(-rows // max(pixels, 1))), max(1, -(-cols // max(width, 1)))
+
+
+def fit(rows: int, cols: int, width: int, height: int, per: int = 2, whole: bool = False) -> Fit:
+    """The largest picture of a rows x cols matrix in width x height cells (per: pixel rows per
+    line). A value stays about square: a terminal cell is about twice as tall as wide, so with
+    half blocks (per 2) a value is as many pixel rows as columns, with one glyph a line (per 1)
+    twice as many columns as lines. `whole`: magnify by whole numbers only (a sweep's time axis).
+    Too large a matrix is folded (each drawn row or column the mean of rfold or fold), drawn
+    one pixel a drawn value."""
+    width, height = max(width, 1), max(height, 1)
+    if rows <= 0 or cols <= 0:
+        return Fit()
+    if rows <= TEXT_MAX and cols <= TEXT_MAX and width // cols >= TEXT_CELL:
+        if per == 1:               # no colour: a cell is its number, one line a row
+            return Fit(text=True, cw=min(width // cols, TEXT_CELL + 2), ch=1,
+                       xs=np.arange(cols), ys=np.arange(rows))
+        # square-looking cells, as large as the room allows: width or height, whichever binds
+        ch = max(1, min(width // cols // 2, height // rows))
+        cw = min(width // cols, max(TEXT_CELL, 2 * ch))
+        return Fit(text=True, cw=cw, ch=ch, xs=np.arange(cols), ys=np.arange(rows))
+    pixels = per * height
+    if cols > width or rows > pixels:
+        rfold, fold = folds(rows, cols, width, pixels)
+        return Fit(fold=fold, rfold=rfold, xs=np.arange(-(-cols // fold)), ys=np.arange(-(-rows // rfold)))
+    aspect = 2 // per                      # columns per pixel row of a square
+    zy = min(pixels / rows, width / cols / aspect)
+    if zy < 1:                             # one glyph a line: not room for square values
+        zy, zx = 1.0, min(width / cols, aspect)
+    else:
+        zx = aspect * zy
+    if whole or zx < 1.25:                 # a few doubled columns would read as data
+        zx = float(int(zx))
+        zy = max(1.0, zx / aspect)
+    w, p = min(width, int(cols * zx)), min(pixels, int(rows * zy))
+    return Fit(zoom=zx, xs=_spread(cols, w), ys=_spread(rows, p))
+
+
+def fold(data: np.ndarray, rfold: int, cfold: int, blank=()) -> tuple[np.ndarray, np.ndarray]:
+    """The mean of every rfold x cfold block of data (the last blocks may be smaller), leaving
+    out the `blank` columns, and where a block holds only blank columns; both
+    (ceil(rows / rfold), ceil(cols / cfold)). A NaN in a block makes its mean NaN: a value that
+    is not a number is never averaged away."""
+    rows, cols = data.shape
+    R, C = -(-rows // rfold), -(-cols // cfold)
+    keep = np.zeros((R * rfold, C * cfold), dtype=bool)
+    keep[:rows, :cols] = True
+    keep[:, list(blank)] = False
+    vals = np.zeros(keep.shape)
+    vals[:rows, :cols] = data
+    vals = np.where(keep, vals, 0.0)
+    total = vals.reshape(R, rfold, C, cfold).sum(axis=(1, 3))          # (R, C)
+    count = keep.reshape(R, rfold, C, cfold).sum(axis=(1, 3))          # (R, C)
+    return total / np.maximum(count, 1), count == 0
+
+
+def span(first: str, last: str) -> str:
+    return first if first == last else f"{first}-{last}"
