@@ -161,7 +161,10 @@ def measured_memory(layers: list[dict], cfg, dtype_bytes: int | None = None) -> 
             dtype_bytes = round(elem)
     account = model_memory(cfg, n_tok, int(dtype_bytes), int(dtype_bytes))
     conv, dtypes = account["conv_bytes"], account["dtypes"]
+    # the tokens after which the softmax KV cache stops growing: every softmax layer's sliding window
+    windows = {getattr(cfg.mixer_config(k), "sliding_window", None) for k in mixers if k == "softmax"}
+    window = windows.pop() if len(windows) == 1 else None
     return {"tokens": n_tok, "latent": latent, "kv": kv, "state": measured_S + conv, "conv": conv,
-            "dtypes": dtypes,
+            "dtypes": dtypes, "kv_window": window,
             "latent_per_tok": latent / n_tok if n_tok else 0.0, "kv_per_tok": kv / n_tok if n_tok else 0.0,
             "kv_equiv_per_tok": kv_equiv}

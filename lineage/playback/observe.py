@@ -108,6 +108,7 @@ class CacheView:
     kv_equiv_per_tok: float      # what the MLA layers would cache as plain multi-head K and V
     conv: int = 0                # short-convolution caches (in `state`), by lineage.arithmetic.model_memory
     dtypes: str = ""             # the element sizes counted, for the screen
+    kv_window: int | None = None  # every softmax layer's sliding window: its KV stops growing at this many tokens
 
     @property
     def cache(self) -> int:

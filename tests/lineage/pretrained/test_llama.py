@@ -340,6 +340,9 @@ def test_windowed_memory_arithmetic_stops_growing_as_the_cache_does(tmp_path):
     assert measured[2] == measured[-1] > measured[1]          # full from 5 tokens on, growing before
     m = model_memory(model.cfg, 1 << 20)
     assert m["cache_bytes"] == m["window_bytes"] == model_memory(model.cfg, 5)["cache_bytes"]
+    from lineage.arithmetic import measured_memory       # what the cache panel reads: where the KV stops
+    seen = measured_memory([lo["mixer"] for lo in obs["layers"]], model.cfg)
+    assert seen["tokens"] == 5 and seen["kv"] == measured[-1] and seen["kv_window"] == 5
 
 
 def test_a_windowed_checkpoint_draws_past_its_window(tmp_path, capsys):
