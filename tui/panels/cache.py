@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from lineage.arithmetic import batch_per_card, fmt_bytes
+from lineage.arithmetic import H200_BYTES, batch_per_card, fmt_bytes
 
+from ..widgets.log_chart import Series, chart
 from ..widgets.text_box import TextBox
 from .base import Panel
 
@@ -18,7 +19,7 @@ class CachePanelView:
     bytes: list                # every model's cache and state bytes record (None: a toy memory)
     model: int                 # the model the picture shows
     context: int               # the context projected to
-    batch: int | None          # the picture's model: sequences per 141 GB card at that context
+    batch: int | None          # the picture's model: sequences per H200 (141e9 B) at that context
 
 
 def prepare(cur, i: int, p: dict, width: int) -> CachePanelView:
@@ -57,9 +58,31 @@ def lines(view: CachePanelView, width: int) -> list[str]:
     return out
 
 
-SERIES = [("orange", "c"), ("blue", "m"), ("green", "s")]       # plotext colour, no-colour marker
-LEGEND_COLOURS = ["#ff8700", "#af87ff", "#87d700"]   # as the pro theme draws them
+MARKS = ["c", "m", "s"]                                # each series' glyph without colour
+# each series' colour, one set for dark themes and one for light, drawn in the chart and its
+# key alike: a bright orange or lime vanishes on a light background, a deep one on a dark
+COLOURS = {True: ["#ff8700", "#af87ff", "#87d700"], False: ["#af5f00", "#5f00d7", "#008700"]}
 NAMES = ["latent/KV cache", "as plain MHA KV", "recurrent state (constant)"]
+
+
+def key_lines(names: list[str], width: int) -> list[list[int]]:
+    """The chart's key, entries laid out in lines of `width`: which entries each line holds.
+    An entry is never split over two lines (a key that wraps mid-entry reads as two)."""
+    lines, used = [[]], 0
+    for k, name in enumerate(names):
+        need = len(name) + 5                               # " ██ " + name + a space
+        if lines[-1] and used + need > width:
+            lines.append([])
+            used = 0
+        lines[-1].append(k)
+        used += need + 1
+    return lines
+
+
+def y_label(exponent: int) -> str:
+    """2 ** exponent bytes in the app's one byte formatter's units (KiB, MiB: powers of 2^10),
+    whole numbers: a tick is an exact power of two."""
+    return fmt_bytes(2 ** exponent).replace(".0 ", " ")
 
 
 def conv_only(b) -> bool:
@@ -76,7 +99,7 @@ class CachePanel(Panel):
     kind = "cache"
     prepare = staticmethod(prepare)
     lines = staticmethod(lines)
-    MIN_INTERVAL = 0.5          # a plot costs ~13 ms: during playback redraw at most twice a second
+    MIN_INTERVAL = 0.5          # a chart costs 3-20 ms (46x16 to 150x45): during playback redraw at most twice a second
 
     _sized: int | None = None          # the height this panel set on itself (None: the CSS's)
 
@@ -100,15 +123,15 @@ class CachePanel(Panel):
             t.append(f"\ncrossover at {cross:,.0f} tokens: state larger before, cache after")
         t.append(f"\nat {ctx:,} tokens: cache {fmt_bytes(per_tok * ctx)}, as plain MHA {fmt_bytes(b.kv_equiv_per_tok * ctx)}")
         if batch is not None:
-            t.append(f"; {batch:,} sequences per 141 GB card")
+            # the card in the chart's units: an H200's 141e9 bytes are 131.3 GiB
+            t.append(f"; {batch:,} sequences per H200 ({fmt_bytes(H200_BYTES)})")
         # rows as the TextBox wraps them (by words: more than len // width)
         legend_rows = len(t.wrap(self.app.console, width + 2))
         # a panel with a height of its own (rows sharing the screen, maximised): the plot takes
         # what the legend leaves; otherwise a fixed plot and the panel as tall as its content
         fixed = self.has_class("-maximized") or (self.parent is not None and self.parent.has_class("-fill"))
         if fixed:
-            key = Text("  ".join(f" ██ {n}" for n in self._names(b)))                 # the key under the plot
-            key_rows = len(key.wrap(self.app.console, width + 2))
+            key_rows = len(key_lines(self._names(b), width))           # the key under the plot
             # the plot's text is its height plus the newline that ends it before the key
             height = max(6, self.content_region.height - legend_rows - key_rows - 1)
         else:
@@ -130,39 +153,29 @@ class CachePanel(Panel):
         return NAMES[:2] + [f"{fixed_part(b)} (constant)"]
 
     def _plot(self, b, ctx: int, cross, width: int, height: int):
-        """Log-log lines, drawn on log10 values with linear axes (plotext's own log scale
-        samples too coarsely for straight lines), ticks labelled in tokens and bytes."""
-        import math
-
-        import plotext as plt
-        top = math.log10(max(ctx, 10))
-        xs = [top * k / (2 * width) for k in range(2 * width + 1)]              # log10(tokens)
-        plt.clf()
-        plt.plotsize(width, height)
-        plt.theme("clear" if self.app.no_color else "pro")
-        per_tok = b.per_tok
-        lines = [("latent/KV cache", per_tok), ("as plain MHA KV", b.kv_equiv_per_tok)]
+        """Log-log lines, bytes against tokens: the caches grow as a rate times the tokens, the
+        state stays constant; the key under it in the same colours."""
         nc = self.app.no_color
-        for (label, rate), (colour, mark) in zip(lines, SERIES):
-            if rate:
-                plt.plot(xs, [math.log10(rate) + x for x in xs], marker=mark if nc else "hd", color=colour)
+        colours = COLOURS[self.app.current_theme.dark is not False]
+        rates = [b.per_tok, b.kv_equiv_per_tok]
+        series = [Series(name, colour, mark, (lambda x, r=rate: r * x) if rate else (lambda x: None))
+                  for name, rate, colour, mark in zip(NAMES[:2], rates, colours, MARKS)]
         if b.state:
-            colour, mark = SERIES[2]
-            plt.plot(xs, [math.log10(b.state)] * len(xs), marker=mark if nc else "hd", color=colour)
-        if b.tokens:
-            plt.vline(math.log10(b.tokens))
-        if cross and cross > 1:
-            plt.vline(math.log10(cross))
-        lo = min([math.log10(r) for _, r in lines if r] + [math.log10(b.state or 1)])
-        hi = max([math.log10(r) + top for _, r in lines if r] + [math.log10(b.state or 1)])
-        yt = [y for y in range(int(lo), int(hi) + 2, max(1, (int(hi) - int(lo)) // 5))]
-        plt.yticks(yt, [fmt_bytes(10 ** y) for y in yt])
-        xt = list(range(0, int(top) + 1))
-        plt.xticks(xt, [f"{10 ** x:,}" if x < 3 else f"{10 ** (x - 3):,}K" for x in xt])
-        plt.xlabel("tokens (log); | = now and crossover")
-        out = Text.from_ansi(plt.build(), no_wrap=True, overflow="crop")
+            series.append(Series(self._names(b)[2], colours[2], MARKS[2], lambda x: b.state))
+        vlines = [x for x in (b.tokens, cross) if x and x >= 1]
+        out, _ = chart(series, ctx, vlines, width, height, y_label,
+                       ["tokens (log, 1K = 1,000); | = now and crossover", "tokens (log, 1K = 1,000); | now, crossover",
+                        "tokens (log, 1K = 1,000)", "tokens (log)"], nc)
         out.append("\n")
-        for name, (colour, mark), rich in zip(self._names(b), SERIES, LEGEND_COLOURS):
-            out.append(f" {mark}{mark} " if nc else " ██ ", style=None if nc else rich)
-            out.append(name + "  ")
+        names = self._names(b)
+        for n, line in enumerate(key_lines(names, width)):
+            if n:
+                out.append("\n")
+            for k in line:
+                out.append(f" {MARKS[k] * 2} " if nc else " ██ ", style=None if nc else colours[k])
+                out.append(names[k] + "  ")
         return out
+
+    def on_mount(self) -> None:
+        # the chart's colours follow the theme: a theme picked draws it again
+        self.watch(self.app, "theme", lambda _: self.redraw(), init=False)
