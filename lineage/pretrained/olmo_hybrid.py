@@ -16,7 +16,7 @@ On disk (the hub's layout, which transformers also writes back) three names diff
 transformers' modules, and both spellings open: `attention_layer_norm` is `input_layernorm`,
 `feedforward_layer_norm` is `post_attention_layernorm` (in either kind of layer), and the short
 conv is stored as `q_conv1d`, `k_conv1d`, `v_conv1d`, concatenated in that order into one conv.
-transformers' save cuts the fused conv into three equal thirds whatever the q/k/v widths, so
+transformers' save cuts the fused conv into three near-equal parts (torch.chunk) whatever the q/k/v widths, so
 both cuts are accepted (see `_conv`).
 """
 from __future__ import annotations
@@ -140,9 +140,12 @@ def _conv(ours: str, part: str, t, c: GatedDeltaNetConfig):
     tensor of neither size, or a mix of the two cuts, leaves rows unwritten or written twice,
     which the loader refuses: its per-parameter count then differs from C."""
     qk, C, n = c.key_heads * c.head_dim, c.conv_channels, t.shape[0]
-    if not (C % 3 == 0 and n == C // 3):
-        n = qk if part in "qk" else C - 2 * qk     # its own rows; another size is refused against them
-    start = {"q": 0, "k": n, "v": C - n}[part]      # q and k have equal rows in either cut
+    own = qk if part in "qk" else C - 2 * qk
+    third = -(-C // 3)                              # transformers' save cuts like torch.chunk: ceil, ceil, rest
+    if n == ({"q": third, "k": third, "v": C - 2 * third}[part]) and n != own:
+        start = {"q": 0, "k": third, "v": 2 * third}[part]
+    else:                                           # its own rows; another size is refused against them
+        n, start = own, {"q": 0, "k": qk, "v": 2 * qk}[part]
     return [(ours, (slice(start, start + n),), t)]
 
 

@@ -68,6 +68,18 @@ def test_one_token_and_chunked_prefills(tmp_path, prefill):
     assert max(errs) < 1e-4, errs
 
 
+def test_a_conv_whose_channels_do_not_split_in_three(tmp_path):
+    """q, k, v of 20, 20 and 42 channels: transformers saves the 82 as torch.chunk cuts them,
+    28, 28 and 26 rows, which are neither thirds nor q/k/v's own widths."""
+    ref = olmo(tmp_path, linear_key_head_dim=10)
+    from safetensors import safe_open
+    with safe_open(str(tmp_path / "model.safetensors"), "pt") as f:
+        rows = [f.get_slice(f"model.layers.0.linear_attn.{x}_conv1d.weight").get_shape()[0] for x in "qkv"]
+    assert rows == [28, 28, 26]
+    errs = compare(ref, tmp_path, VOCAB, prefill=9, steps=3, state_check=states_equal)
+    assert max(errs) < 1e-4, errs
+
+
 def test_pattern_tied_bias_nope_and_beta_below_one(tmp_path):
     """Attention first and twice, a tied head, biased attention, no rotary embedding (as released),
     beta = sigmoid (linear_allow_neg_eigval false), MHA attention and GDN heads one to one."""
