@@ -29,8 +29,8 @@ def caption_steps(info: dict, total: int) -> list[int]:
 
 def about(caption: dict | None, panel: str | None) -> bool:
     """Whether a slide of `panel` (None: the whole screen) shows this caption: one about another
-    kind of panel is left off a panel's slide."""
-    return caption is not None and (panel is None or caption.get("panel") in (None, panel))
+    kind of panel is left off a panel's slide (a slide of the captions shows them all)."""
+    return caption is not None and (panel in (None, "captions") or caption.get("panel") in (None, panel))
 
 
 def slide_steps(info: dict, total: int, panel: str | None = None) -> list[int]:

@@ -66,6 +66,10 @@ def test_slides_show_each_captions_last_step_or_the_one_it_names():
     assert caption_steps(info, 25) == [0, 8, 10, 14, 18]           # `{ }` go where captions start
     assert slide_steps(info, 25) == [7, 8, 13, 15, 24]
     assert slide_steps({"captions": []}, 25) == [24]
+    # a caption about a panel is on that panel's slides and the captions', not on another's
+    info["captions"][1]["panel"] = "state"
+    assert slide_steps(info, 25, "decay") == [7, 13, 15, 24]
+    assert slide_steps(info, 25, "state") == slide_steps(info, 25, "captions") == [7, 8, 13, 15, 24]
 
 
 def test_bundled_scenarios_count_steps_as_the_counter_does():
