@@ -227,8 +227,7 @@ class AttentionPanel(TextPanel):
         if not isinstance(view, Absent):
             self.set_title(f"attention · {view.name} · L{view.layer} {view.mixer} · {view.heads} heads · "
                            f"'{view.token}' at position {view.pos}")
-            if not self.border_subtitle:
-                self.border_subtitle = "[ ] layer  , . head"
+            self.key_hints("[ ] layer  , . head")
         super().draw(view)
 
     def rich(self, view) -> Text:
