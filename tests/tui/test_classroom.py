@@ -337,3 +337,13 @@ def test_a_truncated_trace_in_the_app_names_the_command_that_salvages_it(tmp_pat
     run(go())
 
 
+
+
+def test_recall_slide_names_each_memory_whole(tmp_path):
+    # fig5's gated memory is named "gated delta rule (alpha = e^-5 at the separator)", wider
+    # than its column on a 100-column slide: it wraps, it is not cut
+    out = tmp_path / "r.svg"
+    assert main(["snapshot", "fig5_gating", "--step", "17", "--panel", "recall", "-o", str(out)]) == 0
+    text = words(svg_text(out.read_text()))
+    assert all(w in text for w in ("gated delta rule (alpha = e^-5 at the", "separator)"))
+    assert "…" not in text

@@ -63,7 +63,7 @@ def _cell(c) -> str:
 
 def _columns(names, rows, width: int) -> tuple[int, list[int]]:
     """The key column's width and each memory's: its cells', widened for its name while the
-    table still fits `width` (a longer name is cut with an ellipsis)."""
+    table still fits `width` (a longer name wraps onto more header rows)."""
     key_w = max([len(_key_head(rows))] + [len(_key(k, w)) for k, w, _ in rows])
     cells = [max([len(_cell(c)) for _, _, cs in rows if (c := cs[j])] + [len("reads, error")])
              for j in range(len(names))]
@@ -71,8 +71,13 @@ def _columns(names, rows, width: int) -> tuple[int, list[int]]:
     return key_w, [max(w, min(len(n), share)) for w, n in zip(cells, names)]
 
 
-def _name(name: str, w: int) -> str:
-    return name if len(name) <= w else name[:w - 1] + "…"
+def _name_rows(names, widths, group) -> list[list[str]]:
+    """The header rows of a group of columns: each memory's name whole, wrapped at its width
+    (a projected slide must name what each column is; a cut name cannot)."""
+    import textwrap
+    wrapped = {j: textwrap.wrap(names[j], widths[j], break_on_hyphens=False) or [""] for j in group}
+    depth = max(len(w) for w in wrapped.values())
+    return [[(wrapped[j][r] if r < len(wrapped[j]) else "").ljust(widths[j]) for j in group] for r in range(depth)]
 
 
 def _key(k, want) -> str:
@@ -86,8 +91,8 @@ def lines(view: RecallPanelView, width: int) -> list[str]:
         return out + ["  (no memory here keeps a fact table)"]
     key_w, widths = _columns(names, rows, width - 2)
     for group in _groups(key_w, widths, width - 2):
-        out.append(("  " + " " * key_w + "".join(" | " + _name(names[j], widths[j]).ljust(widths[j])
-                                                   for j in group)).rstrip())
+        for row in _name_rows(names, widths, group):
+            out.append(("  " + " " * key_w + "".join(" | " + cell for cell in row)).rstrip())
         out.append(("  " + _key_head(rows).ljust(key_w) + "".join(" | " + "reads, error".ljust(widths[j])
                                                               for j in group)).rstrip())
         for k, want, cells in rows:
@@ -125,10 +130,11 @@ class RecallPanel(TextPanel):
         for n, group in enumerate(_groups(key_w, widths, width)):
             if n:
                 t.append("\n")
-            t.append(" " * key_w)
-            for j in group:
-                t.append(bar, dim)
-                t.append(_name(names[j], widths[j]).ljust(widths[j]), Style(bold=True))
+            for r, row in enumerate(_name_rows(names, widths, group)):
+                t.append(("\n" if r else "") + " " * key_w)
+                for cell in row:
+                    t.append(bar, dim)
+                    t.append(cell, Style(bold=True))
             t.append("\n" + _key_head(rows).ljust(key_w), dim)
             for j in group:
                 t.append(bar, dim)
