@@ -119,6 +119,12 @@ class CacheView:
     def per_tok(self) -> float:
         return self.latent_per_tok + self.kv_per_tok
 
+    def cache_at(self, n: float) -> float:
+        """The caches projected to n tokens: a sliding window's KV stops growing at its window."""
+        if self.kv_window is None:
+            return self.per_tok * n
+        return self.latent_per_tok * n + self.kv_per_tok * min(n, self.kv_window)
+
 
 @dataclass(frozen=True)
 class TokenView:

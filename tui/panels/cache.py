@@ -32,7 +32,8 @@ def prepare(cur, i: int, p: dict, width: int) -> CachePanelView:
     b, batch = (records[m] if m < len(records) else None), None
     if b is not None and b.per_tok:
         weights = int(info["models"][m].get("params", 0) * 2)
-        batch = batch_per_card(ctx, int(b.per_tok), weights, state_bytes=b.state)
+        batch = batch_per_card(ctx, int(b.per_tok), weights, state_bytes=b.state) if not b.kv_window else \
+            batch_per_card(1, int(b.cache_at(ctx)), weights, state_bytes=b.state)     # the window's cache, once
     return CachePanelView(names, records, m, ctx, batch)
 
 
@@ -46,14 +47,17 @@ def lines(view: CachePanelView, width: int) -> list[str]:
         per_tok = cache_b / n_tok if n_tok else 0.0
         out.append(f"  {name}: {n_tok} tokens cached, cache {fmt_bytes(cache_b)} "
                    f"({per_tok:,.0f} B/token), {fixed_part(b)} {fmt_bytes(state_b)} (constant; {b.dtypes})")
+        at = b.cache_at if b.kv_window else (lambda n: per_tok * n)
+        if b.kv_window:
+            out.append(f"  a sliding window: the KV cache stops growing at {b.kv_window:,} tokens")
         if per_tok and not conv_only(b):
             cross = state_b / per_tok
-            out.append(f"  at {ctx:,} tokens: cache {fmt_bytes(per_tok * ctx)} vs state {fmt_bytes(state_b)}; "
+            out.append(f"  at {ctx:,} tokens: cache {fmt_bytes(at(ctx))} vs state {fmt_bytes(state_b)}; "
                        f"crossover at {cross:,.0f} tokens (state is larger before it, cache after)")
         ladder = [n for n in (256, 4096, 65536, 1 << 20) if n <= max(ctx, 256)]
         for n in ladder:
-            bar_c = int(min(40, 40 * per_tok * n / max(per_tok * ctx, state_b, 1)))
-            bar_s = int(min(40, 40 * state_b / max(per_tok * ctx, state_b, 1)))
+            bar_c = int(min(40, 40 * at(n) / max(at(ctx), state_b, 1)))
+            bar_s = int(min(40, 40 * state_b / max(at(ctx), state_b, 1)))
             out.append(f"  {n:>9,} cache {'#' * bar_c:<40} state {'=' * bar_s}")
     return out
 
@@ -121,7 +125,9 @@ class CachePanel(Panel):
                  f"{fixed_part(b, short=True)} {fmt_bytes(b.state)} (constant)\ncounted as {b.dtypes}")
         if cross:
             t.append(f"\ncrossover at {cross:,.0f} tokens: state larger before, cache after")
-        t.append(f"\nat {ctx:,} tokens: cache {fmt_bytes(per_tok * ctx)}, as plain MHA {fmt_bytes(b.kv_equiv_per_tok * ctx)}")
+        if b.kv_window:
+            t.append(f"\nsliding window: the KV cache stops growing at {b.kv_window:,} tokens")
+        t.append(f"\nat {ctx:,} tokens: cache {fmt_bytes(b.cache_at(ctx))}, as plain MHA {fmt_bytes(b.kv_equiv_per_tok * ctx)}")
         if batch is not None:
             # the card in the chart's units: an H200's 141e9 bytes are 131.3 GiB
             t.append(f"; {batch:,} sequences per H200 ({fmt_bytes(H200_BYTES)})")
@@ -157,9 +163,10 @@ class CachePanel(Panel):
         state stays constant; the key under it in the same colours."""
         nc = self.app.no_color
         colours = COLOURS[self.app.current_theme.dark is not False]
-        rates = [b.per_tok, b.kv_equiv_per_tok]
-        series = [Series(name, colour, mark, (lambda x, r=rate: r * x) if rate else (lambda x: None))
-                  for name, rate, colour, mark in zip(NAMES[:2], rates, colours, MARKS)]
+        grow = [b.cache_at, lambda x: b.kv_equiv_per_tok * x]          # a sliding window's KV levels off
+        series = [Series(name, colour, mark, fn if rate else (lambda x: None))
+                  for name, rate, fn, colour, mark in zip(NAMES[:2], (b.per_tok, b.kv_equiv_per_tok), grow,
+                                                          colours, MARKS)]
         if b.state:
             series.append(Series(self._names(b)[2], colours[2], MARKS[2], lambda x: b.state))
         vlines = [x for x in (b.tokens, cross) if x and x >= 1]

@@ -355,3 +355,4 @@ def test_a_windowed_checkpoint_draws_past_its_window(tmp_path, capsys):
                      "--panel", panel, "-o", "-"]) == 0
     out = capsys.readouterr().out
     assert "over positions 0-" in out and "4 tokens cached" in out, out
+    assert "stops growing at 4 tokens" in out and "at 1,048,576 tokens: cache 512 B" in out, out
