@@ -370,6 +370,8 @@ def _evaluate(args) -> int:
         if spec.name == "text":
             from lineage.training.corpus import corpus as load_corpus
             corpus = load_corpus()
+            # the held-out split the sidecar's number was scored on, where it is shipped
+            corpus = corpus.scored_as(meta.get("corpus")) or corpus
     except ValueError as e:
         return _fail("eval", str(e))
     from lineage.training.evaluate import evaluate as run
@@ -426,9 +428,8 @@ def _corpus_differs(recorded: dict | None, corpus) -> str | None:
     files, so the same weights score differently (1.55 here on 3.11 against 1.38 on 3.12)."""
     if corpus is None or not recorded:
         return None
-    here = corpus.describe()
-    keys = ("python", "train_bytes", "held_out_bytes")
-    if all(recorded.get(k) == here.get(k) for k in keys):
+    here = {"python": corpus.held_out_python, "held_out_bytes": int(corpus.splits["held_out"].size)}
+    if all(recorded.get(k) == here[k] for k in here):
         return None
     return (f"the held-out text here (Python {here['python']}'s standard library, {here['held_out_bytes']:,} bytes) "
             f"is not the one the sidecar scored (Python {recorded.get('python')}, "

@@ -8,6 +8,8 @@ versions ship different files: the sidecar records the version a model was train
 """
 from __future__ import annotations
 
+import copy
+import gzip
 import sys
 import sysconfig
 import zlib
@@ -18,6 +20,20 @@ import numpy as np
 from .tasks import Batch
 
 HELD_OUT_BUCKET = 0          # crc32(path) % 10 == 0: held out
+# the held-out split a shipped text model was scored on, as that Python version's standard
+# library holds it (PSF licence, scenarios/data/README): scoring reads it in place of this
+# machine's, so the sidecar's bits per byte reproduce on any Python
+SHIPPED = Path(__file__).resolve().parents[2] / "scenarios" / "data"
+
+
+def shipped_held_out(python: str | None, size: int | None) -> np.ndarray | None:
+    """The shipped held-out bytes of Python `python`'s standard library, if there are exactly
+    `size` of them (a sidecar's record); None when none is shipped."""
+    path = SHIPPED / f"stdlib-{python}-held-out.py.gz"
+    if python is None or not path.is_file():
+        return None
+    data = np.frombuffer(gzip.decompress(path.read_bytes()), np.uint8)
+    return data if data.size == size else None
 
 
 class Corpus:
@@ -44,10 +60,23 @@ class Corpus:
         self.splits = {"train": np.frombuffer(b"\n".join(train), np.uint8),
                        "held_out": np.frombuffer(b"\n".join(held), np.uint8)}
         self.version = f"{sys.version_info.major}.{sys.version_info.minor}"
+        self.held_out_python = self.version           # whose standard library the held-out split is
 
     def describe(self) -> dict:
         return {"source": "Python standard library", "python": self.version,
                 **{f"{k}_bytes": int(v.size) for k, v in self.splits.items()}}
+
+    def scored_as(self, recorded: dict | None) -> "Corpus | None":
+        """This corpus holding out what a sidecar's model was scored on (its `corpus` record),
+        where that split is shipped; None where it is not."""
+        rec = recorded or {}
+        data = shipped_held_out(rec.get("python"), rec.get("held_out_bytes"))
+        if data is None:
+            return None
+        other = copy.copy(self)
+        other.splits = {**self.splits, "held_out": data}
+        other.held_out_python = rec["python"]
+        return other
 
     def batch(self, rng: np.random.Generator, B: int, length: int, split: str = "train") -> Batch:
         """B windows of `length` bytes at random places; every position is scored."""

@@ -282,14 +282,31 @@ def test_eval_and_arena_say_what_they_score(monkeypatch):
 def test_eval_says_when_its_held_out_text_is_not_the_sidecars():
     """The text corpus is the local standard library: on another Python the shipped k3-mini-text
     scored 1.551 bits per byte against its sidecar's 1.382 with no word why. eval now says so."""
+    import numpy as np
+
     class Here:
         def __init__(self, python, held):
-            self.d = {"source": "Python standard library", "python": python, "train_bytes": 100, "held_out_bytes": held}
-
-        def describe(self):
-            return self.d
+            self.held_out_python, self.splits = python, {"held_out": np.zeros(held, np.uint8)}
     recorded = {"source": "Python standard library", "python": "3.12", "train_bytes": 100, "held_out_bytes": 50}
     assert train_cli._corpus_differs(recorded, Here("3.12", 50)) is None
     said = train_cli._corpus_differs(recorded, Here("3.11", 70))
     assert "Python 3.11" in said and "Python 3.12" in said and "not comparable" in said
     assert train_cli._corpus_differs(None, Here("3.11", 70)) is None      # nothing recorded: nothing to compare
+
+
+def test_eval_scores_the_held_out_text_the_sidecar_scored_where_it_is_shipped(tmp_path, monkeypatch):
+    """A sidecar's held-out split, shipped as that Python's bytes, replaces this machine's."""
+    import gzip
+
+    from lineage.training import corpus as corpus_mod
+    here = corpus_mod.corpus()
+    theirs = b"def f():\n    return 1\n" * 40
+    monkeypatch.setattr(corpus_mod, "SHIPPED", tmp_path)
+    (tmp_path / "stdlib-3.9-held-out.py.gz").write_bytes(gzip.compress(theirs))
+    recorded = {"source": "Python standard library", "python": "3.9", "train_bytes": 1, "held_out_bytes": len(theirs)}
+    scored = here.scored_as(recorded)
+    assert bytes(scored.splits["held_out"]) == theirs and scored.splits["train"] is here.splits["train"]
+    assert train_cli._corpus_differs(recorded, scored) is None
+    assert bytes(here.splits["held_out"]) != theirs                      # the cached corpus is untouched
+    assert here.scored_as({**recorded, "held_out_bytes": len(theirs) + 1}) is None      # not the recorded split
+    assert here.scored_as({**recorded, "python": "3.8"}) is None                        # none shipped
