@@ -100,8 +100,8 @@ def model_memory(cfg, context: int, cache_dtype_bytes: int = 2, state_dtype_byte
     (`window_bytes` is the windowed layers' part), while `bytes_per_token` is every layer's rate
     while it grows, so bytes_per_token * context overstates a windowed model past W."""
     per_token = matrix = conv = windowed = window_rate = 0
-    for kind in cfg.mixers:
-        c = cfg.mixer_config(kind)
+    for i in range(cfg.n_layers):
+        c = cfg.layer_mixer_config(i)
         per_token += c.cache_bytes_per_token(cache_dtype_bytes)
         if W := getattr(c, "sliding_window", None):
             window_rate += c.cache_bytes_per_token(cache_dtype_bytes)
@@ -162,7 +162,8 @@ def measured_memory(layers: list[dict], cfg, dtype_bytes: int | None = None) -> 
     account = model_memory(cfg, n_tok, int(dtype_bytes), int(dtype_bytes))
     conv, dtypes = account["conv_bytes"], account["dtypes"]
     # the tokens after which the softmax KV cache stops growing: every softmax layer's sliding window
-    windows = {getattr(cfg.mixer_config(k), "sliding_window", None) for k in mixers if k == "softmax"}
+    windows = {getattr(cfg.layer_mixer_config(i), "sliding_window", None)
+               for i, k in enumerate(mixers) if k == "softmax"}
     window = windows.pop() if len(windows) == 1 else None
     return {"tokens": n_tok, "latent": latent, "kv": kv, "state": measured_S + conv, "conv": conv,
             "dtypes": dtypes, "kv_window": window,

@@ -298,6 +298,7 @@ class DenseFFNConfig(MechanismConfig):
     d_model: int = 64
     d_ff: int = 256
     act: str = "situ"                  # 'gelu', 'silu' or 'situ'
+    gelu_form: str = "tanh"            # gelu: 'tanh' (GPT-2's gelu_new) or 'erf' (exact, transformers' 'gelu')
     bias: bool = False
     situ_beta: float = 4.0
     linear_beta: float | None = None
@@ -435,6 +436,9 @@ class ModelConfig:
     # mixer kinds whose layers are post-norm (OLMo-2/3: x + norm(mixer(x)), x + norm(ffn(x)), the
     # norm on the sublayer's output); every other layer is pre-norm, x + mixer(norm(x)). None: none
     post_norm: tuple[str, ...] | None = None
+    # per layer, 'sliding' or 'full': which softmax layers keep attention.sliding_window (Qwen3's
+    # layer_types). None: every softmax layer as attention says
+    windows: tuple[str, ...] | None = None
     n_positions: int = 0               # > 0: a learned position table of this length (GPT-2)
     tie_embeddings: bool = False
     embed_std: float | None = None     # token embedding init; None: torch's N(0, 1). GPT-2 and trained presets: 0.02
@@ -447,6 +451,13 @@ class ModelConfig:
 
     def mixer_config(self, kind: str):
         return getattr(self, MIXERS[kind].field)
+
+    def layer_mixer_config(self, i: int):
+        """Layer i's mixer config: its kind's, without the sliding window where `windows` says 'full'."""
+        c = self.mixer_config(self.mixers[i])
+        if self.windows is not None and self.windows[i] == "full" and isinstance(c, AttentionConfig):
+            return dataclasses.replace(c, sliding_window=None)
+        return c
 
     def ffn_config(self, kind: str):
         return getattr(self, FFN_CONFIGS[kind][0])
@@ -494,8 +505,14 @@ class ModelConfig:
         for sub in (self.dense, self.moe):
             if sub is not None and sub.act not in ("gelu", "silu", "situ"):
                 raise ValueError(f"{self.name}: unknown activation {sub.act!r}")
+        if self.dense is not None and self.dense.gelu_form not in ("tanh", "erf"):
+            raise ValueError(f"{self.name}: dense.gelu_form must be 'tanh' or 'erf'")
         if self.moe is not None and not 1 <= self.moe.top_k <= self.moe.n_experts:
             raise ConfigError(f"{self.name}: moe.top_k must be in 1..n_experts", ("moe", "top_k"))
+        if self.windows is not None and (len(self.windows) != self.n_layers or set(self.windows) - {"sliding", "full"}
+                                         or self.attention is None or not self.attention.sliding_window):
+            raise ConfigError(f"{self.name}: windows must name 'sliding' or 'full' for each of the {self.n_layers} "
+                              "layers, with attention.sliding_window set", ("windows",))
         self._check_real_shapes()
         return self
 

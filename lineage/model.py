@@ -61,7 +61,7 @@ class Block(nn.Module):
         self.mixer_kind, self.ffn_kind = cfg.mixers[i], cfg.ffns[i]
         self.post = self.mixer_kind in (cfg.post_norm or ())
         self.norm1 = _norm(cfg)
-        self.mixer = mixer_class(self.mixer_kind)(cfg.mixer_config(self.mixer_kind))
+        self.mixer = mixer_class(self.mixer_kind)(cfg.layer_mixer_config(i))
         self.norm2 = _norm(cfg)
         self.ffn = FFN_CLASSES[self.ffn_kind](cfg.ffn_config(self.ffn_kind))
 

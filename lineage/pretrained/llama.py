@@ -37,14 +37,15 @@ def config(f: Fields, name: str) -> ModelConfig:
     bias = f.get("attention_bias", False, bool) if kind != "mistral" else False
     mlp_bias = f.get("mlp_bias", False, bool) if kind == "llama" else False
     theta, scaling = _rope(f)
-    window = _window(f, kind, L)
+    window, windows = _window(f, kind, L)
     return ModelConfig(
         name=name, vocab_size=f.need("vocab_size"), d_model=d, mixers=("softmax",) * L, ffns=("dense",) * L,
         attention=AttentionConfig(d_model=d, n_heads=H, n_kv_heads=f.get("num_key_value_heads", H, int), head_dim=D,
                                   bias=bias, qk_norm=kind == "qwen3", rope_dim=D, rope_theta=theta,
                                   rope_scaling=scaling, sliding_window=window, norm_eps=eps),
         dense=DenseFFNConfig(d_model=d, d_ff=f.need("intermediate_size"), act="silu", bias=mlp_bias),
-        norm="rms", norm_eps=eps, tie_embeddings=f.get("tie_word_embeddings", False, bool), notes=NOTES[kind])
+        windows=windows, norm="rms", norm_eps=eps, tie_embeddings=f.get("tie_word_embeddings", False, bool),
+        notes=NOTES[kind])
 
 
 def _rope(f: Fields) -> tuple[float, RopeScalingConfig]:
@@ -104,16 +105,15 @@ def _mscale(factor: float, m: float) -> float:
     return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
 
 
-def _window(f: Fields, kind: str, L: int) -> int | None:
-    """The sliding window every layer attends within, or None. Mistral: `sliding_window` on every
-    layer. Qwen3: only with `use_sliding_window`, on the layers `layer_types` names
-    sliding_attention (by default those from `max_window_layers` on); one attention config
-    serves every layer here, so a mix of windowed and full layers is refused."""
+def _window(f: Fields, kind: str, L: int) -> tuple[int | None, tuple[str, ...] | None]:
+    """(the sliding window, which layers use it: ModelConfig.windows, None for all). Mistral:
+    `sliding_window` on every layer. Qwen3: only with `use_sliding_window`, on the layers
+    `layer_types` names sliding_attention (by default those from `max_window_layers` on)."""
     if kind == "llama":
-        return None                     # Llama has no window (the generic fields are not its own)
+        return None, None               # Llama has no window (the generic fields are not its own)
     window = f.get("sliding_window", kind=int)
     if kind == "mistral":
-        return window or None
+        return window or None, None
     on = f.get("use_sliding_window", False, bool)
     types = f.get("layer_types", kind=list)
     if types is not None and (len(types) != L or set(types) - {"full_attention", "sliding_attention"}):
@@ -123,12 +123,10 @@ def _window(f: Fields, kind: str, L: int) -> int | None:
         types = ["sliding_attention" if window and i >= f.get("max_window_layers", 28, int) else "full_attention"
                  for i in range(L)]
     if not window or "sliding_attention" not in types:
-        return None
-    if "full_attention" in types:
-        raise f._bad("layer_types" if "layer_types" in f.raw else "max_window_layers",
-                     f"{types.count('sliding_attention')} of {L} layers use the sliding window; lineage runs a "
-                     "window on all layers or none")
-    return window
+        return None, None
+    if "full_attention" not in types:
+        return window, None
+    return window, tuple("sliding" if t == "sliding_attention" else "full" for t in types)
 
 
 _TOP = {"model.embed_tokens.weight": "wte.weight", "model.norm.weight": "norm_f.weight"}

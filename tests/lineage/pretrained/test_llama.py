@@ -315,11 +315,36 @@ def test_windowed_observations_and_the_static_step(tmp_path):
             assert eager["cache_len"] == st["cache_len"] == 4 and eager["cache_bytes"] == st["cache_bytes"]
 
 
-def test_qwen3_mixed_windows_are_refused(tmp_path):
-    make(tmp_path, family="qwen3", use_sliding_window=True, sliding_window=5, max_window_layers=1,
-         num_hidden_layers=3)
-    with pytest.raises(PretrainedError, match="2 of 3 layers use the sliding window"):
-        lineage.load_pretrained(tmp_path)
+def mixed_kv_equal(window, kinds):
+    """kv_equal per layer: a windowed layer holds min(tokens, W) (transformers W - 1), a full one all."""
+    from .helpers import rel
+
+    def check(step, cache, state):
+        for i, (st, kind) in enumerate(zip(state.layers, kinds)):
+            theirs = cache.layers[i]
+            n = theirs.keys.shape[2]
+            assert st.length == (min(state.pos, window) if kind == "sliding" else state.pos), (step, i)
+            assert n == (min(state.pos, window - 1) if kind == "sliding" else state.pos), (step, i)
+            assert rel(st.k[:, :, -n:], theirs.keys) < 1e-4 and rel(st.v[:, :, -n:], theirs.values) < 1e-4, (step, i)
+    return check
+
+
+@pytest.mark.parametrize("spec", [dict(max_window_layers=1), dict(layer_types=["sliding_attention", "full_attention",
+                                                                               "sliding_attention"])],
+                         ids=["max_window_layers", "layer_types"])
+def test_qwen3_windowed_and_full_layers_equal_transformers(tmp_path, spec):
+    """Qwen3 with use_sliding_window: the layers from max_window_layers on (or those layer_types
+    names) window at W = 5, the others attend to everything; a prefill past W and steps."""
+    ref = make(tmp_path, family="qwen3", use_sliding_window=True, sliding_window=5, num_hidden_layers=3, **spec)
+    model, _ = lineage.load_pretrained(tmp_path)
+    kinds = ("full", "sliding", "sliding") if "max_window_layers" in spec else ("sliding", "full", "sliding")
+    assert model.cfg.windows == kinds
+    assert [b.mixer.cfg.sliding_window for b in model.blocks] == [5 if k == "sliding" else None for k in kinds]
+    errs = compare(ref, tmp_path, 83, prefill=12, steps=6, state_check=mixed_kv_equal(5, kinds))
+    assert max(errs) < 1e-4, errs
+    from lineage.arithmetic import model_memory
+    per_layer = model.cfg.attention.cache_bytes_per_token(4)
+    assert model_memory(model.cfg, 100, 4, 4)["cache_bytes"] == per_layer * (100 + 2 * 5)
 
 
 def test_windowed_memory_arithmetic_stops_growing_as_the_cache_does(tmp_path):
