@@ -4,6 +4,7 @@
     shards.py        safetensors files (single or indexed shards), checked before reading; never pickle
     hfconfig.py      config.json fields: read, known to be irrelevant, or refused
     gpt2.py  kimi_linear.py  qwen3_next.py    one architecture each: config fields and tensor names
+    llama.py         Llama-style softmax models: model_types llama, qwen3, mistral
     experts.py       the MoE tensor names both hybrids share
     tokenizer.py     the checkpoint's tokenizer (tokenizer.json or tiktoken.model), or None
     scenario.py      the scenario `lineage run DIR` opens (default panels per architecture)
