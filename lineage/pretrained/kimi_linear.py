@@ -68,6 +68,9 @@ def config(f: Fields, name: str) -> ModelConfig:
     Hl = lin.get("num_heads", f.get("linear_num_heads", 32, int))
     n_shared = _either(f, ("num_shared_experts", "n_shared_experts"), 1)
     Fe = f.need("moe_intermediate_size")
+    # transformers' Kimi Linear never ties its head, whatever this says, and saves it: the file's
+    # lm_head.weight is the head (read only to check its type)
+    f.get("tie_word_embeddings", False, bool)
     return ModelConfig(
         name=name, vocab_size=f.need("vocab_size"), d_model=d,
         mixers=tuple("kda" if t == "linear_attention" else "mla" for t in types),
@@ -85,7 +88,7 @@ def config(f: Fields, name: str) -> ModelConfig:
                       n_group=_either(f, ("num_expert_group", "n_group"), 1),
                       topk_group=_either(f, ("topk_group",), 1),
                       norm_topk=_either(f, ("moe_renormalize", "norm_topk_prob"), True, bool), router_fp32=True),
-        norm="rms", norm_eps=eps, tie_embeddings=f.get("tie_word_embeddings", False, bool),
+        norm="rms", norm_eps=eps, tie_embeddings=False,
         notes="Kimi Linear checkpoint")
 
 
@@ -106,7 +109,7 @@ def pieces(name: str, t, cfg: ModelConfig):
     if name in _TOP:
         return [(_TOP[name], (), t)]
     if name == "lm_head.weight":
-        return [] if cfg.tie_embeddings else [("lm_head.weight", (), t)]
+        return [("lm_head.weight", (), t)]
     m = _LAYER.fullmatch(name)
     if m is None or int(m.group(1)) >= cfg.n_layers:
         return None
