@@ -85,7 +85,9 @@ class LMRunner:
         else:
             seq = generate(sc.input.task)
             self.tokens, self.answers = list(seq.tokens), seq.answers
-        if specs[0].pretrained is not None and self.tokenizer is None:
+        # a checkpoint's ids are its own vocabulary's, not bytes: shown as ids (a toy's are bytes)
+        self.as_ids = specs[0].pretrained is not None and self.tokenizer is None
+        if self.as_ids:
             notes.append(f"{specs[0].label} has no tokenizer files: tokens are shown as ids")
         self.models = [SteppedModel(cfg, sc, device, dtype, sc.base_dir, spec=s, spec_path=sc.model_path(i),
                                     notes=notes, watch=_watched(sc, i, cfg) if s.pretrained else None)
@@ -113,14 +115,17 @@ class LMRunner:
         nxt = int(self.tokens[pos + 1]) if pos + 1 < len(self.tokens) else None
         fields = observe.token_meta(pos, int(token), text, source, self.answers.get(pos), nxt)
         meta, arrays = observe.lm_step_fields(fields, (r.step(int(token)) for r in self.models))
-        if self.tokenizer is not None:   # the guesses as text too: a replay has no tokenizer to ask
+        if self.tokenizer is not None or self.as_ids:   # the guesses as text too: a replay has no tokenizer to ask
             for m, mm in enumerate(meta["models"]):
-                observe.guess_texts(mm, [self._text(int(t)) for t in arrays[f"m{m}/top_ids"]])
+                texts = [self._text(int(t)) for t in arrays[f"m{m}/top_ids"]]
+                observe.guess_texts(mm, [t.rstrip() for t in texts] if self.as_ids else texts)
         return meta, arrays
 
     def _text(self, token: int) -> str:
         if self.tokenizer is not None:
             return self.tokenizer.token_str(token)
+        if self.as_ids:
+            return f"#{token} "           # the stream is these texts joined: a space between ids
         return ByteTokenizer().token_str(token) if token < 256 else str(token)
 
     def _decode(self, logits) -> int:
