@@ -13,7 +13,7 @@ from lineage import __version__
 from scenarios import DIR as SCENARIO_DIR
 
 from . import export_cli, train_cli
-from .opening import check, checkpoint_options, checkpoint_scenario, err, guarded, missing, resolve
+from .opening import check, checkpoint_options, checkpoint_scenario, err, guarded, made_scenario, missing, resolve
 
 
 
@@ -118,8 +118,24 @@ def _list(args) -> int:
 
 
 def _validate(args) -> int:
-    bad = sum(not check(resolve(f), every_frame=True) for f in args.files)
+    paths = [_checked_path(f) for f in args.files]
+    bad = sum(path is None or not check(path, every_frame=True) for path in paths)
     return 2 if bad else 0
+
+
+def _checked_path(f: str) -> str | None:
+    """What `validate` checks for a file name: the file, or for a checkpoint directory the
+    scenario `lineage run DIR` would open (None, its problem printed, when there is none)."""
+    if not Path(f).expanduser().is_dir():
+        return resolve(f)
+    from lineage.pretrained import PretrainedError
+    from lineage.pretrained.shards import resolve_dir
+    from lineage.pretrained.tokenizer import tokenizer_for
+    try:       # no tokenizer: `run` needs --ids, any will do to check the rest
+        return made_scenario(f, ids=None if tokenizer_for(resolve_dir(f)) else [0])
+    except PretrainedError as e:
+        err(str(e))
+        return None
 
 
 def _run(path: str | None, salvage: bool) -> int:

@@ -3,6 +3,7 @@ a scenario or a trace opened with its located problems as one line each on stder
 and a checkpoint directory given instead of a scenario. Torch is not imported here."""
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -10,9 +11,30 @@ from lineage.arithmetic import DTYPE_BYTES
 from scenarios import DIR as SCENARIO_DIR
 
 
+# the scenarios made for checkpoint directories: their temporary path -> (the directory as the
+# user gave it, the resolved one the scenario names); the user never wrote that path
+MADE: dict[str, tuple[str, str]] = {}
+
+
 def err(msg: str) -> int:
-    print(msg, file=sys.stderr)
+    print(as_given(msg), file=sys.stderr)
     return 2
+
+
+def as_given(text: str) -> str:
+    """A message about a scenario made for a checkpoint directory, said about the directory:
+    `TMP:4:15: model.pretrained: DIR/model.safetensors: why` -> `DIR/model.safetensors: why`,
+    `TMP:L:C: why` -> `GIVEN: why`, and any other mention of TMP -> GIVEN."""
+    for made, (given, root) in MADE.items():
+        if text.startswith(made + ":"):
+            why = re.sub(r"^\d+:\d+: ", "", text[len(made) + 1:].lstrip())
+            if why.startswith("model.pretrained: "):
+                why = why.removeprefix("model.pretrained: ")
+                if why.startswith(root):            # the loader's message names the file in the directory
+                    return why
+            return f"{given}: {why}"
+        text = text.replace(made, given)
+    return text
 
 
 
@@ -39,10 +61,10 @@ def check(path: str, salvage: bool = False, every_frame: bool = False) -> bool:
             load(path)
     except ScenarioError as e:
         for p in e.problems:
-            print(str(p), file=sys.stderr)
+            print(as_given(str(p)), file=sys.stderr)
         return False
     except TraceError as e:
-        print(str(e), file=sys.stderr)
+        print(as_given(str(e)), file=sys.stderr)
         return False
     return True
 
@@ -75,7 +97,7 @@ def open_file(path: str, salvage: bool = False):
         return open_path(path, salvage=salvage), None
     except ScenarioError as e:
         for p in e.problems:
-            print(str(p), file=sys.stderr)
+            print(as_given(str(p)), file=sys.stderr)
         return None, 2
     except TraceError as e:
         return None, err(str(e))
@@ -99,15 +121,11 @@ def checkpoint_options(parser) -> None:
 def checkpoint_scenario(args, attr: str) -> int | None:
     """When args.<attr> is a directory, replace it with a scenario made for that checkpoint
     (written to a private temporary folder, removed at exit); an exit code when that fails."""
-    import atexit
-    import shutil
-    import tempfile
     target = getattr(args, attr)
     given = [f"--{k}" for k in ("text", "ids", "dtype", "device") if getattr(args, k, None) is not None]
     if not Path(target).expanduser().is_dir():
         return err(f"{target}: {', '.join(given)} apply to a checkpoint directory") if given else None
     from lineage.pretrained import PretrainedError
-    from lineage.pretrained.scenario import checkpoint_scenario as scenario_text
     ids = None
     if args.ids is not None:
         try:
@@ -119,15 +137,27 @@ def checkpoint_scenario(args, attr: str) -> int | None:
     if ids is not None and args.text is not None:
         return err("give --text or --ids, not both")
     try:
-        text = scenario_text(target, args.text, ids, args.dtype, args.device)
+        setattr(args, attr, made_scenario(target, args.text, ids, args.dtype, args.device))
     except PretrainedError as e:
         return err(str(e))
+    return None
+
+
+def made_scenario(target: str, text=None, ids=None, dtype=None, device=None) -> str:
+    """The path of a scenario made for the checkpoint directory `target` (in a private temporary
+    folder, removed at exit; its messages are mapped back by `as_given`); PretrainedError."""
+    import atexit
+    import shutil
+    import tempfile
+    from lineage.pretrained.scenario import checkpoint_scenario as scenario_text
+    made = scenario_text(target, text, ids, dtype, device)
     folder = Path(tempfile.mkdtemp(prefix="lineage-"))
     atexit.register(shutil.rmtree, folder, True)
-    out = folder / f"{Path(target).expanduser().resolve().name or 'checkpoint'}.yaml"
-    out.write_text(text, encoding="utf-8")
-    setattr(args, attr, str(out))
-    return None
+    root = Path(target).expanduser().resolve()
+    out = folder / f"{root.name or 'checkpoint'}.yaml"
+    out.write_text(made, encoding="utf-8")
+    MADE[str(out)] = (target, str(root))
+    return str(out)
 
 
 def guarded(command):

@@ -5,6 +5,7 @@ from rich.markup import escape
 from textual.containers import Vertical
 from textual.widgets import Button, Static
 
+from ..opening import as_given
 from .ask import Dialog
 
 
@@ -19,7 +20,8 @@ class ErrorScreen(Dialog):
 
     def __init__(self, title: str, lines: list[str], keeping: str | None):
         super().__init__()
-        self.title_text, self.lines, self.keeping = title, lines, keeping
+        # a scenario made for a checkpoint directory: said about the directory the user gave
+        self.title_text, self.lines, self.keeping = as_given(title), [as_given(x) for x in lines], keeping
 
     def compose(self):
         with Vertical():
