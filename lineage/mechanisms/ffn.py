@@ -27,7 +27,7 @@ class DenseFFN(nn.Module):
     def forward(self, x: Tensor, state: None = None) -> tuple[Tensor, None]:
         h = self.c_fc(x)
         if self.cfg.act == "gelu":
-            h = F.gelu(h, approximate="tanh")                        # GPT-2's gelu_new
+            h = F.gelu(h, approximate="tanh" if self.cfg.gelu_form == "tanh" else "none")   # gelu_new or erf
         else:
             h = gated_act(h, self.cfg.act, self.cfg.situ_beta, self.cfg.linear_beta)
         return self.c_proj(h), None

@@ -1,5 +1,5 @@
 """GPT-2 (`model_type: gpt2`): config fields and tensor names onto `LM` with softmax attention,
-a GELU-tanh MLP, LayerNorm, learned positions and a tied head.
+a GELU MLP (tanh, or exact for `activation_function: gelu`), LayerNorm, learned positions and a tied head.
 
 GPT-2 stores its projections as `Conv1D` weights, (in, out): the transpose of `nn.Linear`'s.
 Hub files name tensors `h.0.attn.c_attn.weight`; `save_pretrained` of `GPT2LMHeadModel`
@@ -19,7 +19,7 @@ def config(f: Fields, name: str) -> ModelConfig:
     d, L, H = f.need("n_embd"), f.need("n_layer"), f.need("n_head")
     if f.get("n_ctx") not in (None, f.get("n_positions")):
         raise f._bad("n_ctx", "differs from n_positions")
-    f.expect("activation_function", ("gelu_new", "gelu_pytorch_tanh"), "gelu_new")
+    act = f.expect("activation_function", ("gelu_new", "gelu_pytorch_tanh", "gelu"), "gelu_new")
     f.expect("scale_attn_weights", (True,), True)
     f.expect("scale_attn_by_inverse_layer_idx", (False,), False)
     f.expect("add_cross_attention", (False,), False)
@@ -31,7 +31,8 @@ def config(f: Fields, name: str) -> ModelConfig:
     return ModelConfig(
         name=name, vocab_size=f.need("vocab_size"), d_model=d, mixers=("softmax",) * L, ffns=("dense",) * L,
         attention=AttentionConfig(d_model=d, n_heads=H, bias=True),
-        dense=DenseFFNConfig(d_model=d, d_ff=f.get("n_inner", kind=int) or 4 * d, act="gelu", bias=True),
+        dense=DenseFFNConfig(d_model=d, d_ff=f.get("n_inner", kind=int) or 4 * d, act="gelu", bias=True,
+                             gelu_form="erf" if act == "gelu" else "tanh"),
         norm="layer", norm_eps=f.get("layer_norm_epsilon", 1e-5, float), n_positions=f.need("n_positions"),
         tie_embeddings=f.get("tie_word_embeddings", True, bool), notes="GPT-2 checkpoint")
 
