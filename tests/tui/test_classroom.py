@@ -238,8 +238,10 @@ def test_slides_one_png_and_text_per_caption(tmp_path):
     assert main(["slides", "fig5_gating", "-o", str(tmp_path / "d3"), "--panel", "nope"]) == 2
     # a panel's slides: the panel's text and the caption, as on the picture
     assert main(["slides", "fig5_gating", "-o", str(tmp_path / "d4"), "--panel", "recall", "--scale", "0.5"]) == 0
-    text = (tmp_path / "d4" / "02-step0009.txt").read_text()
-    assert "recall: every fact" in text and "note: The separator" in text and "tokens" not in text
+    # ... of the captions about it: fig5's last two (the first two are about the state panels)
+    assert sorted(p.name for p in (tmp_path / "d4").glob("*.txt")) == ["01-step0017.txt", "02-step0025.txt"]
+    text = (tmp_path / "d4" / "01-step0017.txt").read_text()
+    assert "recall: every fact" in text and "note: Topic B in." in text and "tokens" not in text
 
 
 def test_panel_slide_scale_and_theme(tmp_path):

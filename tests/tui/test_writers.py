@@ -58,7 +58,7 @@ def test_snapshot_never_replaces_its_input(tmp_path, capsys):
 
 
 def test_snapshot_on_a_full_disk_leaves_nothing(small_fs, capsys):
-    disk = small_fs(16)                            # a whole screen as PNG is larger, with or without fonts
+    disk = small_fs(4)                             # one page: a whole screen as PNG is larger, fonts or none
     out = disk / "a.png"
     assert _snap(out) == 2
     _one_line(capsys, str(out), "No space left")
