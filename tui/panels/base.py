@@ -273,12 +273,14 @@ class SweepPanel(HeatmapPanel):
         the heatmap, "now" marked and the gap after it blank; returns the (rows, steps) picture.
         `rows` names what a row is (the axis line above the map), `row_name(r)` row r's label."""
         hm = self.query_one(Heatmap)
-        # the columns sweep: no ticks at their ends, the caret names the step now instead
-        hm.set_axes(rows, "step, sweeping", row_name, col_ticks=False)
         # as many steps as fit beside the row labels (the last row's, as a folded range: "30-31")
         last = row_name(max(history.column(i).shape[0] - 1, 0))
         gutter = 2 * len(last) + 2 if rows else 0
-        data = self._sweep.update(key, i, lambda j: history.column(j), self.size.width - gutter)
+        still = self.screen.has_class("-slide")          # a slide: oldest to newest, "now" at the right
+        data = self._sweep.update(key, i, lambda j: history.column(j), self.size.width - gutter, ordered=still)
+        # the columns sweep: no ticks at their ends, the caret names the step now instead
+        first = self._sweep.step_at(0) if still else None
+        hm.set_axes(rows, f"steps {first + 1}-{i + 1}" if still else "step, sweeping", row_name, col_ticks=False)
         hm.whole_zoom = True        # time columns of one width: a doubled one would read as a step
         hm.set_marker(self._sweep.column_of(i), f"now, step {i + 1}")
         hm.set_data(data, "sequential", vmax=1.0, blank=self._sweep.blank(i))

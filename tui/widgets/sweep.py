@@ -7,6 +7,9 @@ reached are blank too.
 Stepping forward rewrites one column, and only the cells whose colour differs from what that
 column held a sweep ago are sent: rows that hold steady cost nothing (a scrolling map changes
 every cell every step: 14 KB a step at 160 x 50). Jumps rebuild the buffer from the frames.
+
+A still picture (a slide: nothing moves on it, so a sweep's "now" mid-picture only puzzles) is
+drawn `ordered`: the steps oldest to newest, left to right, "now" the last column.
 """
 from __future__ import annotations
 
@@ -20,10 +23,20 @@ class Sweep:
         self.key = None
         self.last = None
         self.buf = None
+        self.ordered = False
 
-    def update(self, key, i: int, column, width: int) -> np.ndarray:
+    def update(self, key, i: int, column, width: int, ordered: bool = False) -> np.ndarray:
         """column(j) -> 1-D array for step j. Returns the (channels, span) picture for step i."""
         span = max(8, min(96, (width or 52) - 4))
+        if ordered or self.ordered:            # a still picture, built whole; a sweep resumes afresh
+            self.ordered, self.key = ordered, None
+            if ordered:
+                first = max(0, i - span + 1)
+                self.buf = np.zeros((column(i).shape[0], span))
+                for j in range(first, i + 1):
+                    self.buf[:, j - first] = column(j)
+                self.last = i
+                return self.buf
         fresh = self.buf is None or key != self.key or self.buf.shape[1] != span
         if fresh or self.last is None or not (0 < i - self.last <= 2):
             first = column(i)
@@ -37,13 +50,16 @@ class Sweep:
         return self.buf
 
     def column_of(self, i: int) -> int:
-        return i % self.buf.shape[1]
+        span = self.buf.shape[1]
+        return min(i, span - 1) if self.ordered else i % span
 
     def step_at(self, col: int) -> int | None:
         """The step column `col` shows now (None: a blank column, the gap or not yet reached)."""
         if self.buf is None or self.last is None or col in self.blank(self.last):
             return None
         span = self.buf.shape[1]
+        if self.ordered:
+            return max(0, self.last - span + 1) + col
         step = self.last - (self.last - col) % span
         return step if step >= 0 else None
 
@@ -52,4 +68,6 @@ class Sweep:
         span = self.buf.shape[1]
         if i + 1 < span:
             return list(range(i + 1, span))
+        if self.ordered:
+            return []
         return [(i + d) % span for d in range(1, min(GAP, span - 1) + 1)]
