@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -225,7 +226,13 @@ def main(argv: list[str] | None = None) -> int:
             return code
     if getattr(args, "func", None) is None:  # no command: the app on the default tour
         return _run(None, False)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        # `lineage memory k3 | head -1`: the reader left. Nothing more to say; stdout goes to
+        # devnull so the flush at exit does not raise again. 141 = 128 + SIGPIPE, as a shell expects
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """The `lineage` command line: params, memory, --version, and no torch on the arithmetic path."""
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 from tui.cli import main
 
@@ -67,3 +69,15 @@ def test_run_reports_a_broken_file_before_opening(tmp_path, capsys):
     junk.write_bytes(b"LNTRACE\n\x00")
     assert main(["run", str(junk)]) == 2
     assert "cut.trace" in capsys.readouterr().err
+
+
+def test_output_cut_short_by_its_reader_ends_quietly():
+    """`lineage memory k3 | head -1`: the reader leaves before lineage writes; no traceback."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
+                                                                     os.environ.get("PYTHONPATH")]))}
+    for cmd in (["memory", "k3"], ["params", "k3", "--json"]):
+        proc = subprocess.Popen([sys.executable, "-m", "tui.cli", *cmd], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env)
+        proc.stdout.close()                      # long before its first line (imports take longer)
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 141 and err == "", (cmd, err)
