@@ -291,5 +291,5 @@ def test_hjkl_on_the_decay_map_names_the_value_under_the_cursor():
             legend = str(panel.query_one("#legend").shown)
             layer = panel.prepared(app.cursor, 9).layer
             alpha = app.cursor.frame(3).decay(0, layer).head(0)[2]
-            assert f"channel 2, step 4: alpha = {alpha:.3f}" in legend, legend
+            assert f"cursor channel 2, step 4: alpha = {alpha:.3f}" in legend, legend      # names the ▲ it shows
     run(go())

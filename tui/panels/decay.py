@@ -97,7 +97,7 @@ class DecayPanel(SweepPanel):
         if self._cursor_moved and hm.data.size:
             r, c = hm.cursor
             step = self._sweep.step_at(c)
-            where = f"{'channel' if hm.data.shape[0] > 1 else 'head'} {r}"
+            where = f"cursor {'channel' if hm.data.shape[0] > 1 else 'head'} {r}"     # the ▲ / ▼ of h j k l
             legend.append(f"\n{where}, step {step + 1}: alpha = {hm.data[r, c]:.3f}" if step is not None
                           else f"\n{where}: no step in this column (the gap after now)")
         self.put(self.query_one("#legend", TextBox), legend, pace=0.1)

@@ -111,7 +111,8 @@ class StatePanel(HeatmapPanel):
         # the map folds rows or columns into their mean
         where = f"value {c}" if hm.data.shape[0] == 1 else f"key {r}, value {c}"
         if val is not None:
-            bar.append(f"\n{where}: {val:+.4f}   norm {np.linalg.norm(hm.data):.3f}")
+            # "cursor": the ▲ / ▼ (or X) on a focused map, moved by h j k l
+            bar.append(f"\ncursor {where}: {val:+.4f}   norm {np.linalg.norm(hm.data):.3f}")
         self.put(self.query_one("#legend", TextBox), bar, pace=0.1)
 
     def on_heatmap_cursor_moved(self, event: Heatmap.CursorMoved) -> None:
