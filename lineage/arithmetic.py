@@ -38,7 +38,7 @@ def count(cfg) -> dict:
     out = {"embedding": cfg.vocab_size * d + cfg.n_positions * d,
            "lm_head": 0 if cfg.tie_embeddings else cfg.vocab_size * d,
            "mixers": 0, "ffn_dense": 0, "moe_total": 0, "moe_active": 0,
-           "norms": norm * (2 * cfg.n_layers + 1),
+           "norms": norm * (2 * cfg.n_layers + 1 - cfg.ffns.count("none")),   # a block without an ffn has one norm
            "attnres": 2 * (2 * cfg.n_layers + 1) * d if cfg.attnres else 0}
     by_kind: dict[str, int] = {}
     for m, f in zip(cfg.mixers, cfg.ffns):
@@ -46,6 +46,8 @@ def count(cfg) -> dict:
         out["mixers"] += n
         by_kind[m] = by_kind.get(m, 0) + n
         ffn = cfg.ffn_config(f)
+        if f == "none":
+            continue
         if f == "moe":
             out["moe_total"] += ffn.params()
             out["moe_active"] += ffn.active_params()

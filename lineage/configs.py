@@ -409,7 +409,8 @@ MIXERS = {m.name: m for m in (
           "lineage.mechanisms.mla:MLA", "M", "black on #ff8700",
           attends=True, gate=True, aliases=("MLA",)),
 )}
-FFN_CONFIGS = {"dense": ("dense", DenseFFNConfig), "moe": ("moe", MoEConfig)}   # kind -> (field, config class)
+FFN_CONFIGS = {"dense": ("dense", DenseFFNConfig), "moe": ("moe", MoEConfig),   # kind -> (field, config class)
+               "none": (None, None)}     # a block of a norm and its mixer alone (Mamba-2)
 FFNS = tuple(FFN_CONFIGS)
 
 
@@ -460,7 +461,8 @@ class ModelConfig:
         return c
 
     def ffn_config(self, kind: str):
-        return getattr(self, FFN_CONFIGS[kind][0])
+        field = FFN_CONFIGS[kind][0]
+        return None if field is None else getattr(self, field)
 
     def check(self) -> "ModelConfig":
         """Raise ValueError (ConfigError, with the field, for a value) naming the first
@@ -492,11 +494,14 @@ class ModelConfig:
                 raise ValueError(f"{self.name}: layer {i}: unknown mixer {m!r} (one of {', '.join(MIXERS)})")
             if f not in FFNS:
                 raise ValueError(f"{self.name}: layer {i}: unknown ffn {f!r} (one of {', '.join(FFNS)})")
-            for kind, sub in ((m, self.mixer_config(m)), (f, self.ffn_config(f))):
+            for kind, sub in ((m, self.mixer_config(m)), *(() if f == "none" else ((f, self.ffn_config(f)),))):
                 if sub is None:
                     raise ValueError(f"{self.name}: layer {i} uses {kind!r} but its config is not set")
                 if sub.d_model != self.d_model:
                     raise ValueError(f"{self.name}: {kind} d_model {sub.d_model} != model d_model {self.d_model}")
+        if self.attnres and "none" in self.ffns:
+            # AttnRes counts two reads a block in its depth sources; a block without an ffn has one
+            raise ConfigError(f"{self.name}: attnres needs an ffn in every block (ffns has 'none')", ("attnres",))
         if self.mamba2 is not None and self.mamba2.n_heads % self.mamba2.n_groups:
             raise ConfigError(f"{self.name}: mamba2.n_heads {self.mamba2.n_heads} must be a multiple of n_groups "
                               f"{self.mamba2.n_groups}", ("mamba2", "n_groups"))

@@ -62,15 +62,17 @@ class Block(nn.Module):
         self.post = self.mixer_kind in (cfg.post_norm or ())
         self.norm1 = _norm(cfg)
         self.mixer = mixer_class(self.mixer_kind)(cfg.layer_mixer_config(i))
-        self.norm2 = _norm(cfg)
-        self.ffn = FFN_CLASSES[self.ffn_kind](cfg.ffn_config(self.ffn_kind))
+        if self.ffn_kind != "none":         # "none": norm -> mixer -> residual alone (Mamba-2's blocks)
+            self.norm2 = _norm(cfg)
+            self.ffn = FFN_CLASSES[self.ffn_kind](cfg.ffn_config(self.ffn_kind))
 
     def forward(self, res, state=None):
         """Whole sequence: res reads (B, T, d). Returns the mixer's new state."""
         a, state = self.mixer(self._in(self.norm1, res.read()[0]), state)
         res.add(self._out(self.norm1, a))
-        f, _ = self.ffn(self._in(self.norm2, res.read()[0]))
-        res.add(self._out(self.norm2, f))
+        if self.ffn_kind != "none":
+            f, _ = self.ffn(self._in(self.norm2, res.read()[0]))
+            res.add(self._out(self.norm2, f))
         return state
 
     def _in(self, norm: nn.Module, h: Tensor) -> Tensor:
@@ -85,6 +87,8 @@ class Block(nn.Module):
         h, w_mixer = res.read()
         a, state = self.mixer.step(self._in(self.norm1, h), state, None if obs is None else obs["mixer"])
         res.add(self._out(self.norm1, a))
+        if self.ffn_kind == "none":          # ModelConfig.check refuses AttnRes with such blocks
+            return state
         h, w_ffn = res.read()
         f, _ = self.ffn.step(self._in(self.norm2, h), None, None if obs is None else obs["ffn"])
         res.add(self._out(self.norm2, f))
