@@ -13,7 +13,7 @@ from ..arithmetic import DTYPE_BYTES, dtype_name
 from ..did_you_mean import did_you_mean
 from . import gpt2, kimi_linear, llama, olmo_hybrid, qwen3_next
 from .hfconfig import Fields, read_config
-from .problems import PretrainedError
+from .problems import PretrainedError, ShapeError
 from .shards import Shards, resolve_dir, weight_files
 from .tokenizer import load_tokenizer
 
@@ -85,10 +85,17 @@ def load_pretrained(path, device="cpu", dtype=None):
     written = dict.fromkeys(dest, 0)
     for name in shards.names():
         t = shards.get(name)
-        parts = arch.pieces(name, t, cfg)
+        try:
+            parts = arch.pieces(name, t, cfg)
+        except ShapeError as e:          # a fused tensor checked before it is split
+            raise PretrainedError(f"{shards.where[name][1]}: tensor {name} has shape {tuple(t.shape)}; "
+                                  f"config.json implies {e.want} for it") from None
         if parts is None:
             raise PretrainedError(f"{shards.where[name][1]}: tensor {name} is not part of a {raw.get('model_type')} model "
                                   f"as config.json describes it")
+        if parts and not t.is_floating_point():     # cast to float, ids or flags become nonsense weights
+            raise PretrainedError(f"{shards.where[name][1]}: tensor {name} holds {str(t.dtype).removeprefix('torch.')} "
+                                  "values, not floating-point weights")
         for ours, index, piece in parts:
             if ours not in dest:
                 raise PretrainedError(f"{shards.where[name][1]}: tensor {name} does not fit config.json "

@@ -14,6 +14,7 @@ import re
 from ..configs import AttentionConfig, DenseFFNConfig, GatedDeltaNetConfig, ModelConfig, MoEConfig
 from .experts import experts
 from .hfconfig import Fields
+from .problems import ShapeError
 
 MODEL_TYPES = ("qwen3_next",)
 
@@ -36,9 +37,14 @@ def config(f: Fields, name: str) -> ModelConfig:
     part = float(rope.get("partial_rotary_factor", f.get("partial_rotary_factor", 0.25, float)))
     H = f.need("num_attention_heads")
     D = f.get("head_dim", kind=int) or d // H
-    if int(D * part) % 2:
-        raise f._bad("rope_parameters", f"partial_rotary_factor {part} of head_dim {D} rotates an odd number of "
-                                        "channels, which lineage does not implement")
+    R = int(D * part)
+    if R % 2:
+        # transformers takes frequencies theta^(-2i/R) for i < (R+1)/2 and so rotates R + 1 channels;
+        # our rotation of R + 1 channels at theta^((R+1)/R) has exactly those frequencies
+        if R + 1 > D:
+            raise f._bad("rope_parameters", f"partial_rotary_factor {part} of head_dim {D} rotates {R + 1} channels "
+                                            f"of {D}")
+        R, theta = R + 1, theta ** ((R + 1) / R)
     E = f.get("num_experts", 0, int)
     sparse_every = f.get("decoder_sparse_step", 1, int)
     dense_only = set(f.get("mlp_only_layers", [], list) or [])
@@ -51,7 +57,7 @@ def config(f: Fields, name: str) -> ModelConfig:
         mixers=tuple("gdn" if t == "linear_attention" else "softmax" for t in types), ffns=ffns,
         attention=AttentionConfig(d_model=d, n_heads=H, n_kv_heads=f.need("num_key_value_heads"), head_dim=D,
                                   bias=f.get("attention_bias", False, bool), qk_norm=True,
-                                  rope_dim=int(D * part), rope_theta=theta, output_gate=True, norm_eps=eps),
+                                  rope_dim=R, rope_theta=theta, output_gate=True, norm_eps=eps),
         gdn=GatedDeltaNetConfig(d_model=d, n_heads=f.need("linear_num_value_heads"),
                                 head_dim=f.need("linear_key_head_dim"), conv_size=f.get("linear_conv_kernel_dim", 4, int),
                                 norm_eps=eps, n_key_heads=f.need("linear_num_key_heads"),
@@ -100,13 +106,21 @@ def pieces(name: str, t, cfg: ModelConfig):
     return None
 
 
+def _fits(t, want: tuple) -> None:
+    """A fused tensor is split by a view, which many wrong shapes pass: check its whole shape first."""
+    if tuple(t.shape) != want:
+        raise ShapeError(want)
+
+
 def _delta(p: str, rest: str, t, c: GatedDeltaNetConfig):
     Hk, K, V, r = c.key_heads, c.head_dim, c.v_dim, c.n_heads // c.key_heads
     if rest == "in_proj_qkvz.weight":       # per key head: q (K), k (K), its r value heads' v, then z
+        _fits(t, (Hk * (2 * K + 2 * r * V), c.d_model))   # before the view: a transposed one would pass it
         q, k, v, z = t.view(Hk, 2 * K + 2 * r * V, -1).split([K, K, r * V, r * V], dim=1)
         return [(p + "q_proj.weight", (), q.reshape(Hk * K, -1)), (p + "k_proj.weight", (), k.reshape(Hk * K, -1)),
                 (p + "v_proj.weight", (), v.reshape(Hk * r * V, -1)), (p + "g_proj.weight", (), z.reshape(Hk * r * V, -1))]
     if rest == "in_proj_ba.weight":         # per key head: its r betas, then its r decay inputs
+        _fits(t, (Hk * 2 * r, c.d_model))
         b_, a = t.view(Hk, 2 * r, -1).split([r, r], dim=1)
         return [(p + "b_proj.weight", (), b_.reshape(Hk * r, -1)), (p + "a_proj.weight", (), a.reshape(Hk * r, -1))]
     simple = {"conv1d.weight": "conv.weight", "A_log": "A_log", "dt_bias": "dt_bias", "norm.weight": "o_norm.weight",
@@ -118,6 +132,7 @@ def _attention(p: str, rest: str, t, c: AttentionConfig):
     H, Hkv, D = c.n_heads, c.kv_heads, c.dim
     kind, _, leaf = rest.partition(".")
     if kind == "q_proj" and leaf in ("weight", "bias"):          # per head: its query (D), then its gate (D)
+        _fits(t, (2 * H * D, c.d_model) if leaf == "weight" else (2 * H * D,))
         q, g = t.view(H, 2 * D, *t.shape[1:]).split([D, D], dim=1)
         return [(p + "c_attn." + leaf, (slice(0, H * D),), q.reshape(H * D, *t.shape[1:])),
                 (p + "g_proj." + leaf, (), g.reshape(H * D, *t.shape[1:]))]
@@ -138,5 +153,8 @@ def _mlp(p: str, rest: str, t, cfg: ModelConfig, kind: str):
         if rest in gu:
             return [(p + "c_fc.weight", (gu[rest],), t)]
         return [(p + "c_proj.weight", (), t)] if rest == "down_proj.weight" else None
+    if not cfg.moe.n_shared and (rest.startswith("shared_expert.") and t.numel() == 0 or
+                                 rest == "shared_expert_gate.weight" and tuple(t.shape) == (1, cfg.d_model)):
+        return []       # shared_expert_intermediate_size 0: transformers' empty expert adds zeros, gated or not
     return experts(p, rest, t, cfg.moe, router="gate.weight", expert="experts", shared="shared_expert",
                    names=("gate_proj", "up_proj", "down_proj"))

@@ -127,7 +127,11 @@ def test_parameter_arithmetic_counts_what_loads(tmp_path, make):
     assert count(model.cfg)["total"] == sum(p.numel() for p in model.parameters())
 
 
-def test_odd_rotary_refused(tmp_path):
-    qwen(tmp_path, head_dim=12)
-    with pytest.raises(PretrainedError, match="odd number"):
+def test_rotary_wider_than_the_head_refused(tmp_path):
+    """An odd rotary width is rotated one channel wider (test_fidelity); all of an odd head cannot be."""
+    qwen(tmp_path)                       # transformers refuses such a config too: written by hand
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg["head_dim"], cfg["rope_parameters"]["partial_rotary_factor"] = 9, 1.0
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(PretrainedError, match="rotates 10 channels of 9"):
         lineage.load_pretrained(tmp_path)
