@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..arithmetic import DTYPE_BYTES, dtype_name
 from ..did_you_mean import did_you_mean
-from . import gpt2, kimi_linear, llama, olmo_hybrid, qwen3_next
+from . import gpt2, kimi_linear, llama, mamba2, olmo_hybrid, qwen3_5, qwen3_next
 from .hfconfig import Fields, read_config
 from .problems import PretrainedError, ShapeError
 from .shards import Shards, resolve_dir, weight_files
@@ -22,7 +22,9 @@ FAMILIES = (
     gpt2,
     kimi_linear,
     llama,
+    mamba2,
     olmo_hybrid,
+    qwen3_5,
     qwen3_next,
 )
 ARCHS = {kind: m for m in FAMILIES for kind in m.MODEL_TYPES}
@@ -72,7 +74,9 @@ def load_pretrained(path, device="cpu", dtype=None):
     device = torch.device(device)
     if dtype is None and device.type == "cpu":
         dtype = "float32"       # the CPU has no bf16 triangular solve (the chunked reference needs one)
-    dtype = torch_dtype(dtype) or torch_dtype(dtype_name(raw.get("dtype") or raw.get("torch_dtype")) or "float32")
+    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else {}    # a multimodal composite's
+    own = raw.get("dtype") or raw.get("torch_dtype") or text.get("dtype") or text.get("torch_dtype")
+    dtype = torch_dtype(dtype) or torch_dtype(dtype_name(own) or "float32")
     shards = Shards(weight_files(root))
     with torch.device("meta"):
         model = LM(cfg)
