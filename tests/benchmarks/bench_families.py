@@ -58,6 +58,18 @@ FAMILIES = {
                     dict(vocab_size=512, hidden_size=64, intermediate_size=96, num_attention_heads=4,
                          num_key_value_heads=2, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
                          linear_value_head_dim=16, linear_allow_neg_eigval=True, pad_token_id=0)),
+    "qwen3_5_moe": ("Qwen3_5MoeForCausalLM",    # Qwen/Qwen3.5-35B-A3B (transformers' defaults, as it documents)
+                    dict(vocab_size=248320, hidden_size=2048, num_attention_heads=16, num_key_value_heads=2,
+                         head_dim=256, num_experts=256, num_experts_per_tok=8, moe_intermediate_size=512,
+                         shared_expert_intermediate_size=512, linear_num_key_heads=16, linear_num_value_heads=32,
+                         linear_key_head_dim=128, linear_value_head_dim=128, linear_conv_kernel_dim=4,
+                         full_attention_interval=4, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                         rope_parameters=dict(rope_type="default", rope_theta=1e7, partial_rotary_factor=0.25,
+                                              mrope_section=[11, 11, 10], mrope_interleaved=True)),
+                    dict(vocab_size=512, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                         num_experts=8, num_experts_per_tok=2, moe_intermediate_size=16,
+                         shared_expert_intermediate_size=16, linear_num_key_heads=2, linear_num_value_heads=4,
+                         linear_key_head_dim=16, linear_value_head_dim=16, pad_token_id=0)),
     "mamba2": ("Mamba2ForCausalLM",    # state-spaces/mamba2-2.8b
                dict(vocab_size=50288, hidden_size=2560, num_heads=80, head_dim=64, state_size=128, n_groups=1,
                     expand=2, conv_kernel=4, chunk_size=256, tie_word_embeddings=True, layer_norm_epsilon=1e-5),
