@@ -74,14 +74,7 @@ def _text(f: Fields, name: str, moe: bool, tie: bool) -> ModelConfig:
     theta = float(rope.get("rope_theta", f.get("rope_theta", 10000.0, float)))
     part = float(rope.get("partial_rotary_factor", f.get("partial_rotary_factor", 0.25, float)))
     H, D = f.need("num_attention_heads"), f.need("head_dim")
-    R = int(D * part)
-    if R % 2:
-        # transformers takes the frequencies theta^(-2i/R) for i < (R+1)/2, so it turns R + 1 channels;
-        # turning R + 1 channels at theta^((R+1)/R) gives exactly those frequencies
-        if R + 1 > D:
-            raise f._bad("rope_parameters", f"partial_rotary_factor {part} of head_dim {D} rotates {R + 1} channels "
-                                            f"of {D}")
-        R, theta = R + 1, theta ** ((R + 1) / R)
+    R, theta = qwen3_next.partial_rope(f, D, part, theta)
     if moe:
         f.ignore("intermediate_size")   # no dense layer in a Qwen3.5 MoE
         f.expect("norm_topk_prob", (True,), True)

@@ -37,14 +37,7 @@ def config(f: Fields, name: str) -> ModelConfig:
     part = float(rope.get("partial_rotary_factor", f.get("partial_rotary_factor", 0.25, float)))
     H = f.need("num_attention_heads")
     D = f.get("head_dim", kind=int) or d // H
-    R = int(D * part)
-    if R % 2:
-        # transformers takes frequencies theta^(-2i/R) for i < (R+1)/2 and so rotates R + 1 channels;
-        # our rotation of R + 1 channels at theta^((R+1)/R) has exactly those frequencies
-        if R + 1 > D:
-            raise f._bad("rope_parameters", f"partial_rotary_factor {part} of head_dim {D} rotates {R + 1} channels "
-                                            f"of {D}")
-        R, theta = R + 1, theta ** ((R + 1) / R)
+    R, theta = partial_rope(f, D, part, theta)
     E = f.get("num_experts", 0, int)
     sparse_every = f.get("decoder_sparse_step", 1, int)
     dense_only = set(f.get("mlp_only_layers", [], list) or [])
@@ -69,6 +62,18 @@ def config(f: Fields, name: str) -> ModelConfig:
             norm_topk=f.get("norm_topk_prob", True, bool), router_fp32=True, shared_gate=bool(Fs)),
         norm="rms", norm_eps=eps, tie_embeddings=f.get("tie_word_embeddings", False, bool),
         notes="Qwen3-Next checkpoint")
+
+
+def partial_rope(f: Fields, D: int, part: float, theta: float) -> tuple[int, float]:
+    """(channels rotated, theta) for a partial_rotary_factor `part` of head_dim D, as transformers
+    rotates them: for an odd R = int(D * part) it takes the frequencies theta^(-2i/R) for
+    i < (R+1)/2, so it turns R + 1 channels; turning R + 1 at theta^((R+1)/R) gives exactly those."""
+    R = int(D * part)
+    if R % 2 == 0:
+        return R, theta
+    if R + 1 > D:
+        raise f._bad("rope_parameters", f"partial_rotary_factor {part} of head_dim {D} rotates {R + 1} channels of {D}")
+    return R + 1, theta ** ((R + 1) / R)
 
 
 def _one_plus(t):
