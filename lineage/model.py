@@ -122,12 +122,16 @@ class LM(nn.Module):
             self.lm_head.weight = self.wte.weight
         self.attnres = AttnRes(cfg.attnres, cfg.d_model, cfg.n_layers) if cfg.attnres else None
 
-    def forward(self, ids: Tensor, state: ModelState | None = None) -> tuple[Tensor, ModelState]:
-        """ids (B, T) -> logits (B, T, vocab). Mixers use their parallel or chunked form."""
+    def forward(self, ids: Tensor, state: ModelState | None = None, last: bool = False) -> tuple[Tensor, ModelState]:
+        """ids (B, T) -> logits (B, T, vocab), or with `last` only the last position's (B, 1,
+        vocab): a prefill needs no more, and a long one could not hold T x vocab floats.
+        Mixers use their parallel or chunked form."""
         pos, old = self._begin(state)
         res = self._residual(self._embed(ids, pos))                          # (B, T, d)
         new = [blk(res, st) for blk, st in zip(self.blocks, old)]
         x, _ = res.out()
+        if last:
+            x = x[:, -1:]
         return self.lm_head(self.norm_f(x)), ModelState(pos + ids.shape[1], new)
 
     def step(self, ids_t: Tensor, state: ModelState | None, obs: dict | None = None) -> tuple[Tensor, ModelState]:

@@ -203,13 +203,14 @@ class SteppedModel:
         self.capacity = (total_steps(sc) or 0) + sc.decoding.prefill + 2
         self.stepper = None
 
-    def prefill(self, ids: list[int]) -> None:
+    def prefill(self, ids: list[int], progress=None) -> None:
+        """Read ids in chunks (lineage.prefill); progress(done, total) after each."""
         if not ids:
             return
-        with self.torch.inference_mode():
-            x = self.torch.tensor([ids], device=self.device)
-            logits, self.state = self.model(x, self.state)
-        self.logits = logits[0, -1].float()
+        from ..prefill import prefill
+        x = self.torch.tensor([ids], device=self.device)
+        logits, self.state = prefill(self.model, x, self.state, progress=progress)
+        self.logits = logits[0].float()
 
     def step(self, token: int) -> tuple[dict, dict]:
         torch = self.torch

@@ -1,0 +1,58 @@
+"""Reading a long input in bounded memory: the prompt goes through the model a chunk of tokens at
+a time, each chunk continuing from the state the one before left, and only the last position
+reaches the LM head.
+
+Whole, a 32K-token prompt costs what its widest intermediate costs at 32K rows: Kimi Linear's
+logits alone are 32,768 x 163,840 floats (21 GB), its routed experts' inputs 8 x 32K rows. In
+chunks of C tokens every intermediate is C rows; what grows with the prompt is only what the
+model must keep (softmax and MLA caches), which `lineage.arithmetic.model_memory` counts."""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+CHUNK = 4096        # tokens per pass: past ~2K a pass is matmul bound, so larger chunks buy little
+
+
+def prefill(model, ids: Tensor, state=None, chunk: int = CHUNK,
+            progress: Callable[[int, int], None] | None = None) -> tuple[Tensor, object]:
+    """ids (B, T) -> logits of the last position (B, vocab) and the model's state after it.
+    `progress(done, total)` is called after each chunk (tokens so far, all of them)."""
+    if chunk < 1:
+        raise ValueError(f"chunk must be at least 1 token, got {chunk}")
+    T = ids.shape[1]
+    if T == 0:
+        raise ValueError("nothing to prefill: no tokens")
+    logits = None
+    with torch.inference_mode():
+        for lo in range(0, T, chunk):
+            logits, state = model(ids[:, lo:lo + chunk], state, last=True)     # (B, 1, vocab)
+            if progress is not None:
+                progress(min(lo + chunk, T), T)
+    return logits[:, -1], state
+
+
+def activation_bytes(cfg, tokens: int, dtype_bytes: int, chunk: int = CHUNK) -> int:
+    """An upper estimate of the transient memory a prefill of `tokens` tokens (in chunks) needs
+    beyond the weights and what the model keeps: a few of a layer's widest intermediates at the
+    chunk's rows, plus, for a softmax or MLA layer, its keys and values of the whole prefix
+    expanded per head while a chunk attends to them."""
+    rows, d = min(tokens, chunk), cfg.d_model
+    width = 3 * d
+    expanded = 0
+    for i in range(cfg.n_layers):
+        c = cfg.layer_mixer_config(i)
+        width = max(width, c.params() // d)              # a mixer's projections: about params / d wide
+        if cfg.mixers[i] == "softmax":
+            expanded = max(expanded, 2 * c.n_heads * c.dim * tokens * dtype_bytes)
+        elif cfg.mixers[i] == "mla":                      # keys, and values padded to the keys' width
+            expanded = max(expanded, 2 * c.n_heads * (c.qk_nope_head_dim + c.qk_rope_head_dim) * tokens * dtype_bytes)
+    for kind in set(cfg.ffns) - {"none"}:
+        f = cfg.ffn_config(kind)
+        if kind == "moe":       # each token's k experts' rows, then the shared experts'
+            width = max(width, 2 * f.top_k * f.expert_dim + 2 * (f.shared_dim or f.expert_dim) * f.n_shared)
+        else:
+            width = max(width, 2 * f.d_ff)
+    return 4 * rows * width * dtype_bytes + expanded + cfg.vocab_size * 4
