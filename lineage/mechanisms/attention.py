@@ -14,8 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from ..configs import AttentionConfig
-from .mla import rotate
-from .rope import rotate_scaled
+from .rope import rotate
 from .short_conv import ShortConv
 from .static_cache import StaticCache
 
@@ -107,11 +106,8 @@ class SoftmaxAttention(nn.Module):
         if cfg.rope_dim:
             pos = torch.arange(T, device=x.device) + start
             R = cfg.rope_dim
-            s = cfg.rope_scaling
-            turn = (lambda t: rotate(t, pos, cfg.rope_theta)) if s is None else \
-                (lambda t: rotate_scaled(t, pos, cfg.rope_theta, s))
-            q = torch.cat([turn(q[..., :R]), q[..., R:]], dim=-1)
-            k = torch.cat([turn(k[..., :R]), k[..., R:]], dim=-1)
+            q = torch.cat([rotate(q[..., :R], pos, cfg.rope_theta, cfg.rope_scaling), q[..., R:]], dim=-1)
+            k = torch.cat([rotate(k[..., :R], pos, cfg.rope_theta, cfg.rope_scaling), k[..., R:]], dim=-1)
         return q, k, v.view(B, T, Hkv, D).transpose(1, 2), conv     # v: (B, Hkv, T, D)
 
     def _attend(self, q: Tensor, cache: KVCache | StaticKVCache, visible: Tensor | None = None) -> tuple[Tensor, Tensor]:

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from ..configs import MLAConfig
+from .rope import rotate
 from .static_cache import StaticCache
 
 
@@ -35,16 +36,6 @@ class StaticLatentCache(StaticCache):
     pos: Tensor
     length: int
     FIELDS, SEQ = ("c", "k_pe"), 1
-
-
-def rotate(x: Tensor, pos: Tensor, theta: float) -> Tensor:
-    """Rotary embedding on the last dim (pairs of halves). x (..., L, R), pos (L,)."""
-    R = x.shape[-1]
-    inv = theta ** (-torch.arange(0, R, 2, dtype=torch.float64, device=x.device) / R)   # (R/2,)
-    ang = (pos.to(torch.float64)[:, None] * inv).to(x.dtype)                            # (L, R/2)
-    cos, sin = ang.cos(), ang.sin()
-    a, b = x[..., : R // 2], x[..., R // 2:]
-    return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
 
 
 class MLA(nn.Module):

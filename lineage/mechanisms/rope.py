@@ -54,12 +54,15 @@ def attention_factor(s: RopeScalingConfig) -> float:
     return 0.1 * math.log(s.factor) + 1.0 if s.factor > 1 else 1.0
 
 
-def rotate_scaled(x: Tensor, pos: Tensor, theta: float, s: RopeScalingConfig) -> Tensor:
-    """Rotary embedding on the last dim (pairs of halves), as mla.rotate, with `s`'s frequencies.
-    x (..., L, R), pos (L,)."""
+def rotate(x: Tensor, pos: Tensor, theta: float, s: RopeScalingConfig | None = None) -> Tensor:
+    """Rotary embedding on the last dim (pairs of halves), at plain RoPE's frequencies or, with
+    `s`, at its scaled ones. x (..., L, R), pos (L,)."""
     R = x.shape[-1]
-    ang = pos.to(torch.float64)[:, None] * inv_frequencies(R, theta, s, x.device)     # (L, R/2)
-    m = attention_factor(s)
+    if s is None:
+        inv, m = theta ** (-torch.arange(0, R, 2, dtype=torch.float64, device=x.device) / R), 1.0
+    else:
+        inv, m = inv_frequencies(R, theta, s, x.device), attention_factor(s)
+    ang = pos.to(torch.float64)[:, None] * inv                                       # (L, R/2)
     cos, sin = (ang.cos() * m).to(x.dtype), (ang.sin() * m).to(x.dtype)
     a, b = x[..., : R // 2], x[..., R // 2:]
     return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)

@@ -7,8 +7,7 @@ import torch
 
 from lineage.configs import AttentionConfig, RopeScalingConfig
 from lineage.mechanisms.attention import SoftmaxAttention
-from lineage.mechanisms.mla import rotate
-from lineage.mechanisms.rope import attention_factor, inv_frequencies, rotate_scaled
+from lineage.mechanisms.rope import attention_factor, inv_frequencies, rotate
 
 transformers = pytest.importorskip("transformers")
 
@@ -51,12 +50,12 @@ def test_llama3_has_all_three_bands_at_its_published_size():
 
 
 def test_rotation_is_a_plain_loop_rotation():
-    """rotate_scaled against a float64 loop over positions and pairs, YaRN's factor included."""
+    """rotate against a float64 loop over positions and pairs, YaRN's factor included."""
     torch.manual_seed(0)
     s = RopeScalingConfig("yarn", 4.0, 16)
     x = torch.randn(2, 9, 10, dtype=torch.float64)
     pos = torch.arange(9) + 30
-    y = rotate_scaled(x, pos, 50.0, s)
+    y = rotate(x, pos, 50.0, s)
     inv, m = inv_frequencies(10, 50.0, s, "cpu").tolist(), attention_factor(s)
     for b in range(2):
         for t in range(9):
@@ -77,3 +76,15 @@ def test_no_scaling_is_the_old_rotation():
     q0 = att.c_attn(x)[..., :H * D].view(1, 5, H, D).transpose(1, 2)
     pos = torch.arange(5) + 3
     assert torch.equal(q, torch.cat([rotate(q0[..., :6], pos, 77.0), q0[..., 6:]], -1))
+
+
+@pytest.mark.parametrize("s", [None, RopeScalingConfig("yarn", 4.0, 4096)], ids=["plain", "yarn"])
+def test_bf16_rotation_is_exact_at_long_positions(s):
+    """cos and sin are taken before the cast to bf16: an angle of 100,000 radians cast first is
+    off by hundreds of radians (relative error near 1 at positions past a few thousand)."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 64, 64, dtype=torch.float64)
+    pos = torch.arange(64) + 100_000
+    exact = rotate(x, pos, 10000.0, s)
+    ours = rotate(x.bfloat16(), pos, 10000.0, s).double()
+    assert float((ours - exact).norm() / exact.norm()) < 2e-2
