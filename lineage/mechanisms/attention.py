@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from ..configs import AttentionConfig
+from .causal import causal_attention
 from .rope import rotate
 from .short_conv import ShortConv
 from .static_cache import StaticCache
@@ -144,9 +145,12 @@ class SoftmaxAttention(nn.Module):
         return KVCache(cache.k[:, :, -W:].clone(), cache.v[:, :, -W:].clone(), cache.conv, cache.end - W, W)
 
     def forward(self, x: Tensor, state: KVCache | None = None) -> tuple[Tensor, KVCache]:
-        # x: (B, T, d_model)
+        # x: (B, T, d_model); the weights are not shown, so no (T, L) matrix is made (causal.py)
         q, cache = self._append(x, state)
-        y, _ = self._attend(q, cache)
+        B, H, T, D = q.shape
+        rep = H // self.cfg.kv_heads
+        k, v = (t.repeat_interleave(rep, dim=1) for t in (cache.k, cache.v))   # (B, H, L, D)
+        y = causal_attention(q, k, v, self.cfg.sliding_window).transpose(1, 2).reshape(B, T, H * D)
         return self.c_proj(self._gate(x, y)), self._bounded(cache)
 
     def _gate(self, x: Tensor, y: Tensor) -> Tensor:

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from ..configs import MLAConfig
+from .causal import causal_attention
 from .rope import rotate
 from .static_cache import StaticCache
 
@@ -96,9 +97,19 @@ class MLA(nn.Module):
         return self.o_proj(y), probs, gate
 
     def forward(self, x: Tensor, state: LatentCache | None = None) -> tuple[Tensor, LatentCache]:
+        """x (B, T, d): the latents expanded to every head's keys and values, attended without a
+        (T, L) matrix (causal.py); the step, which shows the weights, goes through _attend."""
+        cfg = self.cfg
         q, cache = self._append(x, state)
-        y, _, _ = self._attend(x, q, cache)
-        return y, cache
+        B, H, T, _ = q.shape
+        L = cache.length
+        kv = self.kv_b(cache.c).view(B, L, H, -1).transpose(1, 2)                # (B, H, L, dn + dv)
+        k_nope, v = kv.split([cfg.qk_nope_head_dim, cfg.v_head_dim], dim=-1)
+        k = torch.cat([k_nope, cache.k_pe[:, None].expand(B, H, L, -1)], dim=-1)  # (B, H, L, dn + dr)
+        y = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, H * cfg.v_head_dim)
+        if self.g_proj is not None:
+            y = y * torch.sigmoid(self.g_proj(x))
+        return self.o_proj(y), cache
 
     def step(self, x_t: Tensor, state: LatentCache | None, obs: dict | None = None) -> tuple[Tensor, LatentCache]:
         x = x_t[:, None]
