@@ -18,6 +18,18 @@ from .ffn import gated_act
 GATHER_BYTES = 1 << 20
 
 
+def _grouped_mm_takes(rows: Tensor, *weights: Tensor) -> bool:
+    """torch._grouped_mm (torch >= 2.8) multiplies bf16 on CUDA (Hopper and later) and float32
+    or bf16 on the CPU, with every row 16-byte aligned."""
+    if not hasattr(torch, "_grouped_mm"):
+        return False
+    if rows.is_cuda:
+        ok = rows.dtype == torch.bfloat16 and torch.cuda.get_device_capability(rows.device)[0] >= 9
+    else:
+        ok = rows.dtype in (torch.float32, torch.bfloat16)
+    return ok and all(n * rows.element_size() % 16 == 0 for w in weights for n in w.shape[1:])
+
+
 class MoE(nn.Module):
     def __init__(self, cfg: MoEConfig):
         super().__init__()
@@ -97,7 +109,12 @@ class MoE(nn.Module):
         # 3.5 s a step). Exact, and for tiny experts the extra FLOPs cost less than the syncs.
         # (a real checkpoint put in training mode keeps the loop: E/k times its FLOPs would not fit)
         dense = self.training and xl.is_cuda and self.cfg.n_experts * xl.shape[0] * self.cfg.expert_dim <= 2**27
-        routed = self._routed_dense(xl, idx, weights) if dense else self._routed(xl, idx, weights)
+        if dense:
+            routed = self._routed_dense(xl, idx, weights)
+        elif self.training:
+            routed = self._routed(xl, idx, weights)
+        else:                # inference (a prefill): every token's choices at once, grouped by expert
+            routed = self._grouped(xl, idx, weights)
         y, _, _ = self._finish(x, routed)
         return y.view(shape), None
 
@@ -112,6 +129,33 @@ class MoE(nn.Module):
             # is exact; index_add_ took 1 ms a call on two busy CPU threads (7 us on one)
             out[tok] += h * weights[tok, slot, None]
         return out
+
+    def _grouped(self, xl: Tensor, idx: Tensor, weights: Tensor) -> Tensor:
+        """As _routed, for many tokens: each token's row once per chosen expert, sorted by expert,
+        so that each expert's rows are one contiguous block and its two matmuls one call each:
+        one grouped matmul for all experts where torch has it for this dtype (no host sync), else
+        a loop over the blocks after one sync for their sizes. Prefilling 1K tokens, the loop over
+        `nonzero` per expert cost two syncs an expert: 0.4 s for Kimi Linear's 27 layers."""
+        N, k = idx.shape
+        flat = idx.flatten()                                                   # (N k,)
+        order = flat.argsort(stable=True)
+        rows = xl[order // k]                                                  # (N k, L), grouped by expert
+        sizes = torch.bincount(flat, minlength=self.cfg.n_experts)             # (E,) rows per expert
+        if _grouped_mm_takes(rows, self.w_in, self.w_out):
+            ends = sizes.cumsum(0).to(torch.int32)
+            h = self._act(torch._grouped_mm(rows, self.w_in.transpose(1, 2), offs=ends))   # (N k, F)
+            y = torch._grouped_mm(h, self.w_out.transpose(1, 2), offs=ends)               # (N k, L)
+        else:
+            y = torch.empty_like(rows)
+            lo = 0
+            for e, n in enumerate(sizes.tolist()):
+                if n:
+                    y[lo:lo + n] = self._act(rows[lo:lo + n] @ self.w_in[e].T) @ self.w_out[e].T
+                    lo += n
+        y = y * weights.flatten()[order, None]
+        out = torch.empty_like(y)
+        out[order] = y                                                         # back to (token, choice) order
+        return out.view(N, k, -1).sum(1)                                       # (N, L)
 
     def _routed_dense(self, xl: Tensor, idx: Tensor, weights: Tensor) -> Tensor:
         """As _routed, without a host sync: all E experts on all N tokens. Costs E/k times the
