@@ -34,7 +34,7 @@ def report(out: dict, **kw) -> None:
         Path(dest, "bench_pretrained.json").write_text(json.dumps(out, indent=1))
 
 
-def kimi_config(layers: int, smoke: bool, mid: bool = False):
+def kimi_config(layers: int, smoke: bool, mid: bool = False, experts: int | None = None):
     from transformers import KimiLinearConfig
     types = ["full_attention" if i + 1 in MLA_AT else "linear_attention" for i in range(layers)]
     if mid:      # a CPU-sized Kimi Linear: the published layout at a quarter width, 64 experts
@@ -51,6 +51,8 @@ def kimi_config(layers: int, smoke: bool, mid: bool = False):
                      num_attention_heads=32, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
                      v_head_dim=128, num_local_experts=256, num_experts_per_tok=8, linear_head_dim=128,
                      linear_num_heads=32)
+    if experts is not None:     # fewer routed experts: a token still reads the published active weights
+        width["num_local_experts"] = experts
     return KimiLinearConfig(num_hidden_layers=layers, layer_types=types, routed_scaling_factor=2.446,
                             rms_norm_eps=1e-5, pad_token_id=0, bos_token_id=1, eos_token_id=2, **width)
 
@@ -87,6 +89,7 @@ def main() -> int:
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--prefill", type=int, default=32)
     ap.add_argument("--steps", type=int, default=96)
+    ap.add_argument("--experts", type=int, default=None, help="routed experts (default: as published, 256)")
     ap.add_argument("--smoke", action="store_true", help="a tiny width in float32 on the CPU")
     ap.add_argument("--mid", action="store_true", help="a quarter width in float32 on the CPU")
     ap.add_argument("--dir", default=None, help="where to write the checkpoint (default: a temporary folder)")
@@ -104,7 +107,7 @@ def main() -> int:
            fla=has_fla, layers=args.layers, date=time.strftime("%Y-%m-%d"))
 
     # -- transformers' model, random bf16 weights, saved as safetensors on local disk -----------
-    cfg = kimi_config(args.layers, args.smoke, args.mid)
+    cfg = kimi_config(args.layers, args.smoke, args.mid, args.experts)
     torch.manual_seed(0)
     t0 = time.perf_counter()
     dtype = "float32" if args.smoke else "bfloat16"
