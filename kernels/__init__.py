@@ -4,6 +4,7 @@ references of the model package (its ``ops.py``), which this package never impor
 - ``kda``, ``gated_delta_rule``, ``delta_rule``: chunked forward (chunk 64), any T, K, V <= 256.
 - ``kda_step``: one decoding token, state updated in place, one kernel launch.
 - ``situ_glu``: fused SiTU gated unit, one read of x and one write.
+- ``moe_experts``: one decoding token's routed experts, read in place from the stacked weights.
 
 This package imports only torch and triton, and triton only when a kernel is first used, so
 ``import kernels; kernels.available()`` is safe everywhere and cheap. torch.compile's op for
@@ -14,7 +15,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
-__all__ = ["available", "kda", "gated_delta_rule", "delta_rule", "kda_step", "situ_glu"]
+__all__ = ["available", "kda", "gated_delta_rule", "delta_rule", "kda_step", "situ_glu", "moe_experts"]
 
 
 def available() -> bool:
@@ -37,6 +38,8 @@ def __getattr__(name):
         from . import step as module
     elif name == "situ_glu":
         from . import situ as module
+    elif name == "moe_experts":
+        from . import moe_step as module
     else:
         raise AttributeError(f"module 'kernels' has no attribute {name!r}")
     value = globals()[name] = getattr(module, name)

@@ -34,9 +34,11 @@ def resolve(device) -> tuple[str, str | None]:
 
 def set_backend(model, backend: str) -> None:
     """Point every layer of `model` (an LM) whose kind has Triton kernels (its descriptor's
-    `kernel`) at `backend`. The others keep the reference: a new mixer that reuses DeltaNet's
+    `kernel`), and every MoE, at `backend`. The others keep the reference: a new mixer that reuses DeltaNet's
     code but not its op then runs on CUDA too, instead of failing where kernels lacks its op."""
     from .configs import MIXERS
     for blk in model.blocks:
         if MIXERS[blk.mixer_kind].kernel:
             blk.mixer.backend = backend
+        if blk.ffn_kind == "moe":               # the step's routed experts (kernels.moe_step)
+            blk.ffn.backend = backend

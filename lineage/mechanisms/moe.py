@@ -31,6 +31,8 @@ def _grouped_mm_takes(rows: Tensor, *weights: Tensor) -> bool:
 
 
 class MoE(nn.Module):
+    backend = "reference"       # "triton": the step's experts through kernels.moe_experts (set_backend)
+
     def __init__(self, cfg: MoEConfig):
         super().__init__()
         self.cfg = cfg
@@ -171,7 +173,13 @@ class MoE(nn.Module):
         xl = self.down(x_t) if self.cfg.latent_dim is not None else x_t        # (B, L)
         B, k = idx.shape
         gathered = B * k * (self.w_in[0].numel() + self.w_out[0].numel()) * self.w_in.element_size()
-        if x_t.is_cuda or gathered <= GATHER_BYTES:
+        if self.backend == "triton" and self.cfg.act in ("silu", "situ"):
+            # the chosen experts read where they lie (kernels.moe_step): a captured graph can
+            # replay it, and no copy of 8 x 14 MB a layer is written and read again
+            import kernels
+            out = kernels.moe_experts(xl, self.w_in, self.w_out, idx, weights, self.cfg.act,
+                                      self.cfg.situ_beta, self.cfg.linear_beta)
+        elif x_t.is_cuda or gathered <= GATHER_BYTES:
             # on a GPU the step is captured in a CUDA graph (and maybe compiled), which cannot ask
             # the host which experts were chosen: gather their matrices (a copy). On the CPU the
             # copy of small experts costs less than the loop's thirty-odd tiny ops (k3-mini: the
