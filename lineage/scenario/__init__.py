@@ -9,6 +9,7 @@ fields), every problem reported as one located line `FILE:LINE:COL: field.path: 
     build.py     a model spec -> a ModelConfig (presets, overrides, limits)
     checks.py    checks across fields; how many steps a scenario yields
     tasks.py     generated inputs (two facts, associative recall, topic shift)
+    input_file.py  `input: {file: doc.txt}`: a long input read from a text file beside the scenario
 
 No torch anywhere here: `lineage validate` answers in milliseconds.
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from .checks import semantic
+from .input_file import relocated, with_file_text
 from .problems import Problem, ScenarioError
 from .reader import Located, load_file, load_text
 from .schema import Scenario
@@ -36,10 +38,11 @@ def check(loc: Located, base_dir: Path | None = None) -> Scenario:
         sc = Scenario.model_validate(loc.data)
     except ValidationError as e:
         raise ScenarioError(pydantic_problems(e, loc)) from None
+    sc = with_file_text(sc, loc, base_dir)          # input.file: its text, read once, checked as text is
     problems: list[Problem] = []
     semantic(sc, loc, problems, base_dir)
     if problems:
-        raise ScenarioError(problems)
+        raise ScenarioError(relocated(problems, sc, loc))
     return sc
 
 

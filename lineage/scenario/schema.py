@@ -22,6 +22,8 @@ def _admits(annotation, types: tuple) -> bool:
         return True
     return any(_admits(a, types) for a in getattr(annotation, "__args__", ()))
 MAX_TEXT = 100_000
+MAX_INPUT_FILE = 16 << 20          # input.file: 16 MiB of text, some 4M tokens (a 128K-token paper is ~500 KB)
+MAX_INPUT_TOKENS = 1 << 24         # decoding.prefill: a file's input is not bounded by MAX_TEXT
 
 
 class Strict(BaseModel):
@@ -129,15 +131,18 @@ Task = Annotated[Union[TwoFacts, MQAR, TopicShift], Field(discriminator="kind")]
 
 
 class InputSpec(Strict):
+    """Exactly one of: text, ids, a task, or a text file (`file`, relative to the scenario, read
+    when the scenario is loaded: its text is then `text` too, so every check reads it alike)."""
     text: str | None = Field(None, max_length=MAX_TEXT)
     ids: list[Annotated[int, Field(ge=0)]] | None = Field(None, max_length=MAX_TEXT)
     task: Task | None = None
+    file: str | None = Field(None, min_length=1, max_length=4096)     # UTF-8 text, at most MAX_INPUT_FILE bytes
 
     @model_validator(mode="after")
     def _one_source(self):
-        given = [k for k in ("text", "ids", "task") if getattr(self, k) is not None]
+        given = [k for k in ("text", "ids", "task", "file") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError(f"give exactly one of text, ids or task (got {', '.join(given) or 'none'})")
+            raise ValueError(f"give exactly one of text, ids, task or file (got {', '.join(given) or 'none'})")
         if self.text == "" or self.ids == []:
             raise ValueError("the input is empty")
         return self
@@ -145,7 +150,7 @@ class InputSpec(Strict):
 
 class Decoding(Strict):
     mode: Literal["teacher", "greedy", "sample"] = "teacher"
-    prefill: int = Field(0, ge=0, le=MAX_TEXT)   # tokens consumed at once (chunked) before the first frame
+    prefill: int = Field(0, ge=0, le=MAX_INPUT_TOKENS)   # tokens consumed at once (chunked) before the first frame
     temperature: float = Field(1.0, gt=0.0, le=100.0)
     top_k: int = Field(0, ge=0)                  # 0: the whole vocabulary
     seed: int = Field(0, ge=0)
@@ -303,7 +308,7 @@ class Scenario(Strict):
         if self.figure is None and self.model is None and self.models is None:
             raise ValueError("give a model (or models), or a figure")
         if (self.model or self.models) and self.input is None:
-            raise ValueError("a model needs an input (text, ids or task)")
+            raise ValueError("a model needs an input (text, ids, task or file)")
         return self
 
     @property
