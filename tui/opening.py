@@ -88,13 +88,18 @@ def resolve(name: str) -> str:
 
 
 def open_file(path: str, salvage: bool = False):
-    """(cursor, None) or (None, exit code after printing the located problem)."""
+    """(cursor, None) or (None, exit code after printing the located problem). A long input's
+    prefill shows its progress on stderr when that is a terminal."""
     from lineage.scenario.problems import ScenarioError
     from lineage.playback.trace import TraceError
     path = resolve(path)
     try:
-        from lineage.playback.session import open_path
-        return open_path(path, salvage=salvage), None
+        from lineage.playback.runners import MemoryRefused
+        from lineage.playback.session import open_path, reporting_prefill
+        with reporting_prefill(_prefill_on_stderr()):
+            return open_path(path, salvage=salvage), None
+    except MemoryRefused as e:                  # its one line says the input and what it needs
+        return None, err(str(e))
     except ScenarioError as e:
         for p in e.problems:
             print(as_given(str(p)), file=sys.stderr)
@@ -108,9 +113,32 @@ def open_file(path: str, salvage: bool = False):
 
 
 
+def _prefill_on_stderr():
+    """A prefill's progress on one rewritten line of stderr, when stderr is a terminal (None else)."""
+    if not sys.stderr.isatty():
+        return None
+    from .loader import prefill_progress
+
+    def say(text: str) -> None:
+        print(f"\r{text}\033[K", end="", file=sys.stderr, flush=True)
+
+    report = prefill_progress(say)
+
+    def progress(label: str, done: int, total: int) -> None:
+        report(label, done, total)
+        if done >= total:
+            print(file=sys.stderr, flush=True)
+    return progress
+
+
+
 def checkpoint_options(parser) -> None:
     g = parser.add_argument_group("a checkpoint directory (Hugging Face layout) instead of a scenario")
     g.add_argument("--text", help="input text, through the checkpoint's tokenizer")
+    g.add_argument("--text-file", metavar="FILE", help="input text from a UTF-8 file (- reads stdin); "
+                   "a long one is read at once up to its last 32 tokens, which are stepped, then 32 generated")
+    g.add_argument("--prefill", type=int, metavar="N", help="input tokens read at once before the first step "
+                   "(default: 0, or all but the last 32 of an input over 256 tokens)")
     g.add_argument("--ids", help="input token ids, e.g. 464,3139,286")
     g.add_argument("--dtype", choices=list(DTYPE_BYTES),
                    help="weights' dtype (default: the checkpoint's own)")
@@ -122,7 +150,8 @@ def checkpoint_scenario(args, attr: str) -> int | None:
     """When args.<attr> is a directory, replace it with a scenario made for that checkpoint
     (written to a private temporary folder, removed at exit); an exit code when that fails."""
     target = getattr(args, attr)
-    given = [f"--{k}" for k in ("text", "ids", "dtype", "device") if getattr(args, k, None) is not None]
+    given = [f"--{k.replace('_', '-')}" for k in ("text", "text_file", "ids", "prefill", "dtype", "device")
+             if getattr(args, k, None) is not None]
     if not Path(target).expanduser().is_dir():
         return err(f"{target}: {', '.join(given)} apply to a checkpoint directory") if given else None
     from lineage.pretrained import PretrainedError
@@ -134,30 +163,59 @@ def checkpoint_scenario(args, attr: str) -> int | None:
             return err(f"--ids {args.ids!r}: expected token ids, e.g. 464,3139,286")
         if not ids or min(ids) < 0:
             return err(f"--ids {args.ids!r}: expected one or more token ids >= 0")
-    if ids is not None and args.text is not None:
-        return err("give --text or --ids, not both")
+    text_file = getattr(args, "text_file", None)
+    if sum(x is not None for x in (ids, args.text, text_file)) > 1:
+        return err("give one of --text, --text-file or --ids")
+    prefill = getattr(args, "prefill", None)
+    if prefill is not None and prefill < 0:
+        return err(f"--prefill {prefill}: expected a number of tokens >= 0")
     try:
-        setattr(args, attr, made_scenario(target, args.text, ids, args.dtype, args.device))
+        setattr(args, attr, made_scenario(target, args.text, ids, args.dtype, args.device,
+                                          text_file=text_file, prefill=prefill))
     except PretrainedError as e:
+        return err(str(e))
+    except ValueError as e:                 # the text file: missing, too large, not UTF-8; --prefill past it
         return err(str(e))
     return None
 
 
-def made_scenario(target: str, text=None, ids=None, dtype=None, device=None) -> str:
+def made_scenario(target: str, text=None, ids=None, dtype=None, device=None, text_file=None, prefill=None) -> str:
     """The path of a scenario made for the checkpoint directory `target` (in a private temporary
-    folder, removed at exit; its messages are mapped back by `as_given`); PretrainedError."""
+    folder, removed at exit; its messages are mapped back by `as_given`); PretrainedError, or
+    ValueError (one line) for a text file that cannot be the input. `text_file` '-' is stdin,
+    copied into that folder (the scenario reads it as `input.file` as it reads any file)."""
     import atexit
     import shutil
     import tempfile
     from lineage.pretrained.scenario import checkpoint_scenario as scenario_text
-    made = scenario_text(target, text, ids, dtype, device)
     folder = Path(tempfile.mkdtemp(prefix="lineage-"))
     atexit.register(shutil.rmtree, folder, True)
+    file = None
+    if text_file == "-":
+        file = folder / "stdin"
+        file.write_bytes(_stdin_bytes())
+    elif text_file is not None:
+        file = Path(text_file).expanduser().absolute()
+    made = scenario_text(target, text, ids, dtype, device, file=None if file is None else str(file),
+                         prefill=prefill, file_named=text_file)
     root = Path(target).expanduser().resolve()
     out = folder / f"{root.name or 'checkpoint'}.yaml"
     out.write_text(made, encoding="utf-8")
     MADE[str(out)] = (target, str(root))
     return str(out)
+
+
+def _stdin_bytes() -> bytes:
+    """stdin, read to its end but never past the input file limit (the limit + 1 bytes at most:
+    then the scenario's own check refuses it, as it would refuse such a file)."""
+    from lineage.scenario.schema import MAX_INPUT_FILE
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise ValueError("--text-file -: no standard input to read")
+    data = stream.read(MAX_INPUT_FILE + 1)
+    if len(data) > MAX_INPUT_FILE:
+        raise ValueError(f"--text-file -: standard input is over {MAX_INPUT_FILE:,} bytes (the limit)")
+    return data
 
 
 def guarded(command):

@@ -8,6 +8,7 @@ A runner gives `info_models`, `device` and `backend` (for the trace's info) and
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 
 from ..arithmetic import count
@@ -23,8 +24,10 @@ from ..tokenizer import ByteTokenizer
 from . import observe
 
 
-def make_runner(sc: Scenario, device: str, notes: list[str]):
-    """The runner for the scenario's models; notes collects what the user should be told."""
+def make_runner(sc: Scenario, device: str, notes: list[str], prefill_progress=None):
+    """The runner for the scenario's models; notes collects what the user should be told.
+    `prefill_progress(model label, tokens done, tokens in all)` is called as each model reads
+    the prefill (at 0 first, then after each chunk)."""
     specs = sc.model_specs
     if not specs:
         return NoModels()
@@ -32,7 +35,53 @@ def make_runner(sc: Scenario, device: str, notes: list[str]):
     device = _device(torch, device, notes)
     if specs[0].memory is not None:
         return MemoryRunner(sc, device)
-    return LMRunner(sc, device, notes)
+    return LMRunner(sc, device, notes, prefill_progress)
+
+
+class MemoryRefused(ValueError):
+    """The scenario's models cannot hold its input where they run: one line naming what they
+    would need and what is free (said before anything grows, not as an out-of-memory error)."""
+
+
+def free_bytes(device) -> int | None:
+    """Bytes free for new tensors on `device`: on CUDA what the driver has free plus what torch's
+    allocator holds unused, on the CPU /proc/meminfo's MemAvailable; None where unknown."""
+    if device.type == "cuda":
+        import torch
+        free, _ = torch.cuda.mem_get_info(device)
+        return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    if device.type == "cpu":
+        try:
+            with open("/proc/meminfo", encoding="ascii") as f:
+                for line in f:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024
+        except (OSError, ValueError, IndexError):
+            return None
+    return None
+
+
+def memory_problem(models: list, prefill: int, steps: int, what: str) -> str | None:
+    """Why `models` cannot read `prefill` tokens and step `steps` more on their devices, or None:
+    what each keeps (cache and state at the last step, lineage.arithmetic.model_memory) and the
+    transient peak of the chunked prefill (lineage.prefill.activation_bytes), against free_bytes."""
+    from ..arithmetic import fmt_bytes, model_memory
+    from ..prefill import activation_bytes
+    need: dict = {}                     # device -> [kept, transient]
+    for r in models:
+        elem = r.torch.empty((), dtype=r.dtype).element_size()
+        kept = model_memory(r.cfg, prefill + steps, cache_dtype_bytes=elem, state_dtype_bytes=max(elem, 4))["total_bytes"]
+        act = activation_bytes(r.cfg, max(prefill, 1), elem)
+        k = need.setdefault(str(r.device), [r.device, 0, 0])
+        k[1] += kept
+        k[2] = max(k[2], act)           # the models prefill one after another
+    for device, kept, act in need.values():
+        free = free_bytes(device)
+        if free is not None and kept + act > free:
+            where = "this GPU" if device.type == "cuda" else "this machine"
+            return (f"{what}: {prefill + steps:,} tokens need {fmt_bytes(kept)} of cache and state and "
+                    f"{fmt_bytes(act)} of activations; {where} has {fmt_bytes(free)} free")
+    return None
 
 
 def _device(torch, want: str, notes: list[str]):
@@ -66,7 +115,7 @@ class LMRunner:
     """The scenario's language models side by side on the same tokens (the input's, then decoded
     from the first model's logits)."""
 
-    def __init__(self, sc: Scenario, device, notes: list[str]):
+    def __init__(self, sc: Scenario, device, notes: list[str], prefill_progress=None):
         import torch
         self.torch, self.sc = torch, sc
         specs = sc.model_specs
@@ -89,8 +138,9 @@ class LMRunner:
         self.as_ids = specs[0].pretrained is not None and self.tokenizer is None
         if self.as_ids:
             notes.append(f"{specs[0].label} has no tokenizer files: tokens are shown as ids")
+        context = sc.decoding.prefill + (total_steps(sc) or 0)        # positions cached by the last step
         self.models = [SteppedModel(cfg, sc, device, dtype, sc.base_dir, spec=s, spec_path=sc.model_path(i),
-                                    notes=notes, watch=_watched(sc, i, cfg) if s.pretrained else None)
+                                    notes=notes, watch=_watched(sc, i, cfg, context) if s.pretrained else None)
                        for i, (s, cfg) in enumerate(zip(specs, cfgs))]
         self.info_models = [{"name": s.label, "kind": "lm", "config": dataclasses.asdict(cfg), "params": total}
                             for s, cfg, total in zip(specs, cfgs, totals)]
@@ -100,8 +150,18 @@ class LMRunner:
                             watch=None if r.watch is None else sorted(r.watch))
         notes += sorted({r.backend_note for r in self.models if r.backend_note})
         self.device, self.backend = str(device), self.models[0].backend
-        for r in self.models:
-            r.prefill(self.tokens[:sc.decoding.prefill])
+        prefill = self.tokens[:sc.decoding.prefill]
+        refused = memory_problem(self.models, len(prefill), total_steps(sc) or 0, _input_name(sc))
+        if refused is not None:
+            raise MemoryRefused(refused)
+        for r, s in zip(self.models, specs):
+            report = None
+            if prefill_progress is not None and prefill:
+                report = functools.partial(prefill_progress, s.label)
+                report(0, len(prefill))
+            r.prefill(prefill, progress=report)
+        if prefill:                 # steps start at the end of what was read at once: say where
+            notes.append(f"prefilled {len(prefill):,} tokens")
         self.gen = torch.Generator().manual_seed(sc.decoding.seed)
 
     def step(self, i: int) -> tuple[dict, dict]:
@@ -140,6 +200,13 @@ class LMRunner:
             v, _ = z.topk(min(d.top_k, z.numel()))
             z = z.masked_fill(z < v[-1], float("-inf"))
         return int(torch.multinomial(z.softmax(-1).cpu(), 1, generator=self.gen))
+
+
+def _input_name(sc: Scenario) -> str:
+    """What a memory refusal is said about: the input file, else the scenario file."""
+    if sc.input is not None and sc.input.file is not None:
+        return Path(sc.input.file).name
+    return Path(sc.source).name if sc.source else "the input"
 
 
 class MemoryRunner:
@@ -242,12 +309,15 @@ def _load_checkpoint(model, sc: Scenario, base_dir: Path | None, name: str, wher
 WATCH_ALL_BYTES = 8 << 20      # a checkpoint whose states (S and dS, float16) fit this keeps every layer
 
 
-def _watched(sc: Scenario, m: int, cfg) -> frozenset | None:
-    """The layers whose state and decay model m's frames keep: every layer (None) when they are
-    small, else those its state and decay panels show (the first layer with one where a panel
-    names none). Kimi Linear 48B's KDA states are 2 MB a layer: all 20 would be 40 MB a frame."""
+def _watched(sc: Scenario, m: int, cfg, context: int = 0) -> frozenset | None:
+    """The layers whose state, decay and attention rows model m's frames keep: every layer (None)
+    when they are small, else those its state, decay and attention panels show (the first layer
+    with one where a panel names none). Kimi Linear 48B's KDA states are 2 MB a layer: all 20
+    would be 40 MB a frame. An attention row covers every position cached (`context` by the last
+    step, float16): a long input's rows of every layer would make each frame grow with it."""
     per_frame = sum(2 * 2 * c.n_heads * c.head_dim * getattr(c, "v_dim", c.head_dim) for c in
                     (cfg.mixer_config(k) for k in cfg.mixers if MIXERS[k].holds_state))
+    per_frame += sum(2 * cfg.mixer_config(k).n_heads * context for k in cfg.mixers if k in ("softmax", "mla"))
     if per_frame <= WATCH_ALL_BYTES:
         return None
     shown = (panel_layers(cfg, p.kind, p.layer).shown for p in sc.panels if p.kind in WATCHED and p.model == m)

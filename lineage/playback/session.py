@@ -9,12 +9,17 @@ A long way forward can report its progress and be stopped between two steps (`fr
 store refused it) ends the stepping: making it again would feed the models its token twice, so
 the steps after it raise the same error, and the frames kept stay readable.
 
+A long input is read at once before the first frame (`decoding.prefill` tokens, in chunks):
+`prefill_progress`, or `reporting_prefill` around whatever makes the session, hears how far.
+
 A session's frames also go to its `writer`, if any (`record_to` a trace, or the trace cache's
 entry through `record_into`): a writer's error reaches the caller of `frame`, so a writer that
 must never stop the session (the cache's) catches its own.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import threading
 from pathlib import Path
@@ -106,8 +111,24 @@ def _caption(sc: Scenario, i: int) -> str | None:
     return None if c is None else c["text"]
 
 
+_PREFILL_PROGRESS: contextvars.ContextVar = contextvars.ContextVar("prefill_progress", default=None)
+
+
+@contextlib.contextmanager
+def reporting_prefill(progress):
+    """Sessions made inside (in this thread) report their prefill: `progress(model label, tokens
+    done, tokens in all)`, at 0 and after each chunk. For the makers that build a Session
+    without asking how (the trace cache's); a Session's own `prefill_progress` comes first."""
+    token = _PREFILL_PROGRESS.set(progress)
+    try:
+        yield
+    finally:
+        _PREFILL_PROGRESS.reset(token)
+
+
 class Session(Cursor):
-    def __init__(self, sc: Scenario, device: str | None = None, writer: TraceWriter | None = None):
+    def __init__(self, sc: Scenario, device: str | None = None, writer: TraceWriter | None = None,
+                 prefill_progress=None):
         super().__init__()
         self.sc = sc
         self._lock = threading.Lock()
@@ -117,7 +138,7 @@ class Session(Cursor):
         self._lost: Exception | None = None      # why a frame made was not kept: no more stepping
         self.total = total_steps(sc) or 0
         self.notes: list[str] = []
-        self.runner = make_runner(sc, device or sc.device, self.notes)
+        self.runner = make_runner(sc, device or sc.device, self.notes, prefill_progress or _PREFILL_PROGRESS.get())
         self.info = {"title": sc.title, "description": sc.description, "steps": self.total,
                      "models": self.runner.info_models, "panels": [p.model_dump() for p in sc.panels],
                      "captions": [caption_info(c) for c in sc.captions],
