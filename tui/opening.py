@@ -3,6 +3,7 @@ a scenario or a trace opened with its located problems as one line each on stder
 and a checkpoint directory given instead of a scenario. Torch is not imported here."""
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -215,7 +216,23 @@ def _stdin_bytes() -> bytes:
     data = stream.read(MAX_INPUT_FILE + 1)
     if len(data) > MAX_INPUT_FILE:
         raise ValueError(f"--text-file -: standard input is over {MAX_INPUT_FILE:,} bytes (the limit)")
+    _keys_from_the_terminal(stream)
     return data
+
+
+def _keys_from_the_terminal(stream) -> None:
+    """`cat paper.txt | lineage run DIR --text-file -`: the pipe is read to its end, and the app
+    must then read its keys from the terminal, as `less` does: /dev/tty becomes stdin (fd 0).
+    Nothing changes where stdin is a terminal already, or is not fd 0, or there is no terminal."""
+    import io
+    try:
+        if stream.fileno() != 0 or os.isatty(0):
+            return
+        fd = os.open("/dev/tty", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return
+    os.dup2(fd, 0, inheritable=True)
+    os.close(fd)
 
 
 def guarded(command):

@@ -107,6 +107,20 @@ def test_the_prefill_reports_its_progress_chunk_by_chunk(tmp_path):
     assert own == [0, 4096, 5000]
 
 
+def test_the_app_opening_a_long_input_shows_the_prefill_on_its_loading_screen(tmp_path, monkeypatch):
+    from tui.loader import open_for_app
+    monkeypatch.setenv("LINEAGE_CACHE_DIR", str(tmp_path / "cache"))   # the trace cache makes the session
+    (tmp_path / "doc.txt").write_text("abcdefgh" * 1200, encoding="utf-8")
+    stages = []
+    cursor = open_for_app(str(scenario(tmp_path, prefill=9_590)), False, stages.append)
+    reading = [s for s in stages if "reading the prompt" in s]
+    assert reading[0] == "tiny-hybrid: reading the prompt, 9,590 tokens"
+    assert [r.split(", ")[1].split(" (")[0] for r in reading[1:]] == \
+        ["4,096 of 9,590 tokens", "8,192 of 9,590 tokens", "9,590 of 9,590 tokens"]
+    assert all(r.endswith(" tokens/s)") for r in reading[1:])
+    cursor.close()
+
+
 def test_the_loading_screen_says_how_far_and_how_fast():
     from tui.loader import prefill_progress
     said, now = [], [100.0]
