@@ -161,7 +161,7 @@ class LMRunner:
                 report(0, len(prefill))
             r.prefill(prefill, progress=report)
         if prefill:                 # steps start at the end of what was read at once: say where
-            notes.append(f"prefilled {len(prefill):,} tokens")
+            notes.append(f"prefilled {len(prefill):,} of {len(self.tokens):,} tokens")
         self.gen = torch.Generator().manual_seed(sc.decoding.seed)
 
     def step(self, i: int) -> tuple[dict, dict]:

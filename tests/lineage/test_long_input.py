@@ -43,7 +43,7 @@ def test_an_input_file_is_read_relative_to_the_scenario(tmp_path, monkeypatch):
     assert sc.input.text == "hello, a file" and sc.input.file == "data/doc.txt"
     s = Session(sc, device="cpu")
     assert s.total == 6 and s.frame(0).token().text == "a"       # bytes 7.. of the file
-    assert "prefilled 7 tokens" in s.info["notes"]
+    assert "prefilled 7 of 13 tokens" in s.info["notes"]
     s.close()
 
 
@@ -163,7 +163,7 @@ def test_the_bundled_long_document_steps_from_the_end_of_its_file():
     sc = load(ROOT / "scenarios" / "long_document.yaml")
     assert len(sc.input.text.encode()) == 6185 and sc.decoding.prefill == 6121
     s = Session(sc, device="cpu")
-    assert s.total == 64 and "prefilled 6,121 tokens" in s.info["notes"]
+    assert s.total == 64 and "prefilled 6,121 of 6,185 tokens" in s.info["notes"]
     from tui.panels import render
     for step, caption in ((0, sc.captions[0]), (63, sc.captions[1])):
         cache = render(s, step, "cache")

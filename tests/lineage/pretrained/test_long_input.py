@@ -54,7 +54,7 @@ def test_a_long_file_is_prefilled_up_to_its_last_tokens_and_says_so(ckpt, tmp_pa
     first, last_input = r.frame(0), r.frame(TAIL - 1)
     assert first.token().pos == n - TAIL and first.token().source == "input"
     assert last_input.token().pos == n - 1 and r.frame(TAIL).token().source == "greedy"
-    assert f"prefilled {n - TAIL:,} tokens" in r.info["notes"]
+    assert f"prefilled {n - TAIL:,} of {n:,} tokens" in r.info["notes"]
     assert f"first {n - TAIL:,} of {n:,} tokens are read at once" in r.info["description"]
     r.close()
 
@@ -65,7 +65,7 @@ def test_stdin_reads_as_a_file_does(ckpt, tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(doc.read_bytes())))
     r = recorded(ckpt, tmp_path, "--text-file", "-")
     assert r.total == TAIL + GENERATE and r.frame(0).token().pos == n - TAIL
-    assert f"prefilled {n - TAIL:,} tokens" in r.info["notes"]
+    assert f"prefilled {n - TAIL:,} of {n:,} tokens" in r.info["notes"]
     r.close()
 
 
@@ -73,7 +73,7 @@ def test_a_short_file_steps_from_its_first_token(ckpt, tmp_path):
     doc = tmp_path / "short.txt"
     doc.write_text("the cat sat on the mat", encoding="utf-8")
     r = recorded(ckpt, tmp_path, "--text-file", str(doc), "--prefill", "2")
-    assert r.frame(0).token().pos == 2 and "prefilled 2 tokens" in r.info["notes"]
+    assert r.frame(0).token().pos == 2 and "prefilled 2 of 6 tokens" in r.info["notes"]
     r.close()
     r = recorded(ckpt, tmp_path, "--text-file", str(doc))
     assert r.frame(0).token().pos == 0 and not any("prefilled" in n for n in r.info["notes"])
