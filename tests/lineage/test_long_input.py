@@ -121,6 +121,27 @@ def test_the_app_opening_a_long_input_shows_the_prefill_on_its_loading_screen(tm
     cursor.close()
 
 
+def test_a_frame_after_a_long_prefill_costs_what_one_after_a_short_one_does(tmp_path):
+    """Only the attention rows (one weight per cached position and head: the row the step's read
+    of the cache makes anyway) grow with what was prefilled; every other array and the meta are
+    the same size after 9,590 tokens as after 10."""
+    (tmp_path / "doc.txt").write_text("abcdefgh" * 1200, encoding="utf-8")
+    frames = {}
+    for prefill in (10, 9_590):
+        s = Session(load(scenario(tmp_path, prefill=prefill)), device="cpu")
+        frames[prefill] = s.frame(3)
+        s.close()
+    short, long = frames[10], frames[9_590]
+    assert short.arrays.keys() == long.arrays.keys()
+    for key, a in long.arrays.items():
+        if key.endswith("/attn"):
+            assert a.shape == (2, 9_590 + 4) and short.arrays[key].shape == (2, 14)
+        else:
+            assert a.nbytes == short.arrays[key].nbytes, key
+    grown = len(long.to_bytes()) - len(short.to_bytes())
+    assert grown <= 2 * 2 * 9_580 + 64          # float16 rows of 2 heads, and a few digits more in the meta
+
+
 def test_the_loading_screen_says_how_far_and_how_fast():
     from tui.loader import prefill_progress
     said, now = [], [100.0]
