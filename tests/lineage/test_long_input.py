@@ -109,7 +109,7 @@ def test_the_prefill_reports_its_progress_chunk_by_chunk(tmp_path):
 
 def test_the_app_opening_a_long_input_shows_the_prefill_on_its_loading_screen(tmp_path, monkeypatch):
     from tui.loader import open_for_app
-    monkeypatch.setenv("LINEAGE_CACHE_DIR", str(tmp_path / "cache"))   # the trace cache makes the session
+    monkeypatch.setenv("LINEAGE_CACHE_DIR", str(tmp_path / "cache"))   # the trace cache on: the app's way
     (tmp_path / "doc.txt").write_text("abcdefgh" * 1200, encoding="utf-8")
     stages = []
     cursor = open_for_app(str(scenario(tmp_path, prefill=9_590)), False, stages.append)
@@ -140,6 +140,17 @@ def test_a_frame_after_a_long_prefill_costs_what_one_after_a_short_one_does(tmp_
             assert a.nbytes == short.arrays[key].nbytes, key
     grown = len(long.to_bytes()) - len(short.to_bytes())
     assert grown <= 2 * 2 * 9_580 + 64          # float16 rows of 2 heads, and a few digits more in the meta
+
+
+def test_the_app_reads_an_input_file_edited_since_its_last_opening(tmp_path, monkeypatch):
+    from tui.loader import open_for_app
+    monkeypatch.setenv("LINEAGE_CACHE_DIR", str(tmp_path / "cache"))
+    path = scenario(tmp_path)
+    for text in ("aaaaaaaaaa", "bbbbbbbbbb"):            # the scenario's text stays the same
+        (tmp_path / "doc.txt").write_text(text, encoding="utf-8")
+        cursor = open_for_app(str(path), False, lambda _: None)
+        assert cursor.frame(2).token().text == text[0]
+        cursor.close()
 
 
 def test_the_loading_screen_says_how_far_and_how_fast():
