@@ -317,7 +317,7 @@ def _watched(sc: Scenario, m: int, cfg, context: int = 0) -> frozenset | None:
     step, float16): a long input's rows of every layer would make each frame grow with it."""
     per_frame = sum(2 * 2 * c.n_heads * c.head_dim * getattr(c, "v_dim", c.head_dim) for c in
                     (cfg.mixer_config(k) for k in cfg.mixers if MIXERS[k].holds_state))
-    per_frame += sum(2 * cfg.mixer_config(k).n_heads * context for k in cfg.mixers if k in ("softmax", "mla"))
+    per_frame += sum(2 * cfg.mixer_config(k).n_heads * context for k in cfg.mixers if MIXERS[k].attends)
     if per_frame <= WATCH_ALL_BYTES:
         return None
     shown = (panel_layers(cfg, p.kind, p.layer).shown for p in sc.panels if p.kind in WATCHED and p.model == m)

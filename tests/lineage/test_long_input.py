@@ -153,6 +153,17 @@ def test_the_app_reads_an_input_file_edited_since_its_last_opening(tmp_path, mon
         cursor.close()
 
 
+def test_a_checkpoint_read_far_keeps_the_attention_rows_of_its_panels_layers_only(tmp_path):
+    """Every layer's attention rows at 4M positions would be 16 MB a frame: past the budget a
+    checkpoint's frames keep what its panels show (here the state panel's layer 0)."""
+    from lineage.presets import get_preset
+    (tmp_path / "doc.txt").write_text("abcdefgh", encoding="utf-8")
+    sc = load(scenario(tmp_path))
+    cfg = get_preset("tiny-hybrid")
+    assert runners._watched(sc, 0, cfg, 1 << 20) is None                 # 4 MB of rows: all layers
+    assert runners._watched(sc, 0, cfg, 1 << 22) == frozenset()          # tokens and cache panels: none
+
+
 def test_the_loading_screen_says_how_far_and_how_fast():
     from tui.loader import prefill_progress
     said, now = [], [100.0]
