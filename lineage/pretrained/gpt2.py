@@ -17,7 +17,7 @@ MODEL_TYPES = ("gpt2",)
 
 def config(f: Fields, name: str) -> ModelConfig:
     d, L, H = f.need("n_embd"), f.need("n_layer"), f.need("n_head")
-    if f.get("n_ctx") not in (None, f.get("n_positions")):
+    if f.get("n_ctx", kind=int) not in (None, f.need("n_positions")):
         raise f._bad("n_ctx", "differs from n_positions")
     act = f.expect("activation_function", ("gelu_new", "gelu_pytorch_tanh", "gelu"), "gelu_new")
     f.expect("scale_attn_weights", (True,), True)
@@ -63,5 +63,6 @@ def pieces(name: str, t, cfg: ModelConfig):
     if rest in _IN_LAYER:
         return [(f"blocks.{i}.{_IN_LAYER[rest]}", (), t)]
     if rest in _CONV1D:
-        return [(f"blocks.{i}.{_CONV1D[rest]}", (), t.T)]            # Conv1D (in, out) -> Linear (out, in)
+        # Conv1D (in, out) -> Linear (out, in); a tensor of another rank is refused by its shape
+        return [(f"blocks.{i}.{_CONV1D[rest]}", (), t.transpose(0, 1) if t.dim() == 2 else t)]
     return None

@@ -23,13 +23,13 @@ def _either(f: Fields, names: tuple, default=None, kind=int):
     return next((g for g in got if g is not None), default)
 
 
-def _layer_types(f: Fields, L: int, lin: dict) -> list[str]:
-    types = f.get("layer_types", kind=list)
-    if types is None and "full_attn_layers" in lin and "kda_layers" in lin:
+def _layer_types(f: Fields, L: int, lin: Fields) -> list[str]:
+    types = f.list_of("layer_types", str)
+    if types is None and "full_attn_layers" in lin.raw and "kda_layers" in lin.raw:
         types = [None] * L
         for key, kind in (("full_attn_layers", "full_attention"), ("kda_layers", "linear_attention")):
-            for n in lin[key]:
-                if not isinstance(n, int) or not 1 <= n <= L:
+            for n in lin.list_of(key, int):
+                if not 1 <= n <= L:
                     raise f._bad("linear_attn_config", f"{key} names layer {n!r}; layers are 1..{L}")
                 types[n - 1] = kind
     if types is None:
@@ -52,20 +52,20 @@ def config(f: Fields, name: str) -> ModelConfig:
         raise f._bad("rope_scaling", "Kimi Linear's MLA uses no positions (NoPE); a rope_scaling is not understood")
     # head_dim / qk_head_dim are derived copies; num_key_value_heads is not used by MLA; rope_theta by NoPE
     f.ignore("head_dim", "qk_head_dim", "num_key_value_heads", "rope_theta")
-    lin = f.get("linear_attn_config", {}, dict)
-    unknown = set(lin) - {"full_attn_layers", "kda_layers", "head_dim", "num_heads", "short_conv_kernel_size"}
+    lin = f.sub("linear_attn_config", required=False, generic=False)
+    unknown = set(lin.raw) - {"full_attn_layers", "kda_layers", "head_dim", "num_heads", "short_conv_kernel_size"}
     if unknown:
         raise f._bad("linear_attn_config", f"field {sorted(unknown)[0]!r} is not understood")
     types = _layer_types(f, L, lin)
-    mlp_types = f.get("mlp_layer_types", kind=list)
+    mlp_types = f.list_of("mlp_layer_types", str)
     if mlp_types is None:
         first = f.get("first_k_dense_replace", 1, int)
         mlp_types = ["dense" if i < first else "sparse" for i in range(L)]
     f.ignore("first_k_dense_replace")
     if len(mlp_types) != L or set(mlp_types) - {"dense", "sparse"}:
         raise f._bad("mlp_layer_types", f"expected {L} entries of dense / sparse")
-    K = lin.get("head_dim", f.get("linear_head_dim", 128, int))
-    Hl = lin.get("num_heads", f.get("linear_num_heads", 32, int))
+    K = lin.get("head_dim", f.get("linear_head_dim", 128, int), int)
+    Hl = lin.get("num_heads", f.get("linear_num_heads", 32, int), int)
     n_shared = _either(f, ("num_shared_experts", "n_shared_experts"), 1)
     Fe = f.need("moe_intermediate_size")
     # transformers' Kimi Linear never ties its head, whatever this says, and saves it: the file's
@@ -76,7 +76,7 @@ def config(f: Fields, name: str) -> ModelConfig:
         mixers=tuple("kda" if t == "linear_attention" else "mla" for t in types),
         ffns=tuple("dense" if t == "dense" else "moe" for t in mlp_types),
         kda=KDAConfig(d_model=d, n_heads=Hl, head_dim=K, norm_eps=eps, gate_rank=K, gate_form="kimi", output_gate_rank=K,
-                      conv_size=lin.get("short_conv_kernel_size", f.get("linear_conv_kernel_dim", 4, int))),
+                      conv_size=lin.get("short_conv_kernel_size", f.get("linear_conv_kernel_dim", 4, int), int)),
         mla=MLAConfig(d_model=d, n_heads=f.need("num_attention_heads"), q_lora_rank=f.get("q_lora_rank", kind=int),
                       kv_lora_rank=f.need("kv_lora_rank"), qk_nope_head_dim=f.need("qk_nope_head_dim"),
                       qk_rope_head_dim=f.need("qk_rope_head_dim"), v_head_dim=f.need("v_head_dim"), rope=False),

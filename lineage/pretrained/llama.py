@@ -55,50 +55,50 @@ def _rope(f: Fields) -> tuple[float, RopeScalingConfig]:
     if params and old and any(params.get(k, v) != v for k, v in old.items()):
         raise f._bad("rope_scaling", "disagrees with rope_parameters; give one of them")
     key = "rope_scaling" if old else "rope_parameters"
-    r = dict(params or {}, **(old or {}))
-    theta = r.pop("rope_theta", None)
-    theta = float(f.get("rope_theta", 10000.0, float) if theta is None else theta)
-    rope_type = r.pop("rope_type", None) or r.pop("type", "default")
-    r.pop("type", None)
-    part = r.pop("partial_rotary_factor", f.get("partial_rotary_factor", 1.0, float))
+    r = Fields(dict(params or {}, **(old or {})), f.path, f.arch, f"{f.prefix}{key}.", generic=False)
+    theta = r.get("rope_theta", kind=float)
+    theta = f.get("rope_theta", 10000.0, float) if theta is None else theta
+    rope_type = r.get("rope_type", kind=str) or r.get("type", "default", str)
+    r.get("type", kind=str)
+    part = r.get("partial_rotary_factor", kind=float)
+    part = f.get("partial_rotary_factor", 1.0, float) if part is None else part
     if part != 1.0:
         raise f._bad(key, f"partial_rotary_factor {part}: these families rotate whole heads")
     if rope_type not in _ROPE_KEYS:
         raise f._bad(key, f"rope_type {rope_type!r} is not supported (lineage implements "
                           f"{', '.join(repr(t) for t in _ROPE_KEYS)})")
-    unknown = sorted(set(r) - _ROPE_KEYS[rope_type])
+    unknown = sorted(set(r.raw) - _ROPE_KEYS[rope_type] - {"rope_theta", "rope_type", "type", "partial_rotary_factor"})
     if unknown:
         raise f._bad(key, f"{unknown[0]!r} is not understood for rope_type {rope_type!r}")
-    for k, v in r.items():
-        if k != "truncate" and v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
-                                                  or not math.isfinite(v) or v <= 0):
+    nums = {k: r.get(k, kind=float) for k in sorted(_ROPE_KEYS[rope_type] - {"truncate"})}
+    for k, v in nums.items():
+        if v is not None and v <= 0:
             raise f._bad(key, f"{k} must be a positive number, got {v!r}")
     if theta <= 0:
         raise f._bad(key, f"rope_theta must be positive, got {theta}")
     # the pretraining length: a top-level field wins (as transformers reads it), else the dict's,
     # else max_position_embeddings
     top = f.get("original_max_position_embeddings", kind=int)
-    orig = top or r.get("original_max_position_embeddings") or f.get("max_position_embeddings", kind=int)
-    factor = r.get("factor")
+    orig = top or nums.get("original_max_position_embeddings") or f.get("max_position_embeddings", kind=int)
+    factor = nums.get("factor")
     if rope_type == "yarn" and factor is None:
-        factor = f.need("max_position_embeddings") / orig
+        factor = f.need("max_position_embeddings") / orig if orig else None
     if rope_type in ("linear", "llama3") and factor is None:
         raise f._bad(key, f"rope_type {rope_type!r} needs a factor")
     if rope_type in ("llama3", "yarn") and not orig:
         raise f._bad(key, "original_max_position_embeddings is needed")
-    if rope_type == "llama3" and not r["low_freq_factor"] < r["high_freq_factor"]:
+    low, high = nums.get("low_freq_factor") or 1.0, nums.get("high_freq_factor") or 4.0
+    if rope_type == "llama3" and not low < high:
         raise f._bad(key, "low_freq_factor must be less than high_freq_factor")
-    truncate = r.get("truncate", True)
-    if not isinstance(truncate, bool):
-        raise f._bad(key, f"truncate must be true or false, got {truncate!r}")
-    att = r.get("attention_factor")
-    if rope_type == "yarn" and att is None and r.get("mscale") and r.get("mscale_all_dim"):
-        att = _mscale(factor, r["mscale"]) / _mscale(factor, r["mscale_all_dim"])
+    truncate = r.get("truncate", True, bool)
+    att = nums.get("attention_factor")
+    if rope_type == "yarn" and att is None and nums.get("mscale") and nums.get("mscale_all_dim"):
+        att = _mscale(factor, nums["mscale"]) / _mscale(factor, nums["mscale_all_dim"])
     return theta, RopeScalingConfig(
         kind=rope_type, factor=float(factor or 1.0), original_context=int(orig) if orig else None,
-        low_freq_factor=float(r.get("low_freq_factor", 1.0)), high_freq_factor=float(r.get("high_freq_factor", 4.0)),
-        beta_fast=float(r.get("beta_fast") or 32.0), beta_slow=float(r.get("beta_slow") or 1.0),
-        attention_factor=None if att is None else float(att), truncate=truncate)
+        low_freq_factor=low, high_freq_factor=high,
+        beta_fast=nums.get("beta_fast") or 32.0, beta_slow=nums.get("beta_slow") or 1.0,
+        attention_factor=att, truncate=truncate)
 
 
 def _mscale(factor: float, m: float) -> float:
@@ -115,7 +115,7 @@ def _window(f: Fields, kind: str, L: int) -> tuple[int | None, tuple[str, ...] |
     if kind == "mistral":
         return window or None, None
     on = f.get("use_sliding_window", False, bool)
-    types = f.get("layer_types", kind=list)
+    types = f.list_of("layer_types", str)
     if types is not None and (len(types) != L or set(types) - {"full_attention", "sliding_attention"}):
         raise f._bad("layer_types", f"expected {L} entries of full_attention / sliding_attention")
     window = window if on else None

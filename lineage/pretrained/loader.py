@@ -41,8 +41,10 @@ def read_model_config(path):
     root = resolve_dir(path)
     raw = read_config(root)
     kind = raw.get("model_type")
-    if kind not in ARCHS:
-        raise PretrainedError(f"{root / 'config.json'}: model_type {kind!r} is not supported{did_you_mean(kind, ARCHS)} "
+    if not isinstance(kind, str) or kind not in ARCHS:
+        hint = did_you_mean(kind, ARCHS) if isinstance(kind, str) else ""
+        shown = repr(kind) if isinstance(kind, str) or kind is None else f"of type {type(kind).__name__}"
+        raise PretrainedError(f"{root / 'config.json'}: model_type {shown[:60]} is not supported{hint} "
                               f"(lineage loads {', '.join(sorted(ARCHS))})")
     arch = ARCHS[kind]
     fields = Fields(raw, root / "config.json", kind)
@@ -50,8 +52,8 @@ def read_model_config(path):
     fields.done()
     try:
         cfg.check()
-    except ValueError as e:
-        raise PretrainedError(f"{root / 'config.json'}: {str(e).splitlines()[0]}") from None
+    except (ValueError, TypeError, ArithmeticError) as e:   # every field was read checked: a last net only
+        raise PretrainedError(f"{root / 'config.json'}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     return cfg, arch, root, raw
 
 

@@ -31,8 +31,8 @@ def config(f: Fields, name: str) -> ModelConfig:
         raise f._bad("use_conv_bias", "only a conv with its bias (true) is supported")
     limit = f.get("time_step_limit", [0.0, float("inf")], list)
     # transformers writes inf as {"__float__": "Infinity"}; older files as a bare Infinity
-    limit = [float(v["__float__"]) if isinstance(v, dict) and "__float__" in v else v for v in limit]
-    if limit != [0.0, float("inf")]:
+    limit = [v.get("__float__") if isinstance(v, dict) else v for v in limit]
+    if limit not in ([0.0, float("inf")], [0.0, "Infinity"]):      # compared, never converted
         raise f._bad("time_step_limit", "only the unclamped (0.0, inf) step size is supported")
     eps = f.get("layer_norm_epsilon", 1e-5, float)
     # init-only or float32-only: residual_in_fp32 is what float32 already does

@@ -35,19 +35,20 @@ def _rope(f: Fields, D: int) -> tuple[int, float]:
     """(rope_dim, theta). No rope_theta, or a null one, is no rotary embedding: the released
     checkpoints, whose OLMo-core conversion writes a top-level `rope_theta: null` (transformers
     folds that spelling into rope_parameters). Otherwise the default rope_type over the whole head."""
-    rope = f.get("rope_parameters", kind=dict) or {}
+    rope = f.sub("rope_parameters", required=False, generic=False)
     if f.get("rope_scaling") not in (None, {}):
         raise f._bad("rope_scaling", "RoPE scaling is not supported for olmo_hybrid")
-    theta = rope.get("rope_theta", f.get("rope_theta"))
+    top = f.get("rope_theta", kind=float)
+    theta = rope.get("rope_theta", kind=float) if "rope_theta" in rope.raw else top
     if theta is None:
         return 0, 10000.0                   # transformers builds no rotary embedding at all then
-    if rope.get("rope_type", "default") != "default":
-        raise f._bad("rope_parameters", f"rope_type {rope.get('rope_type')!r} is not supported for olmo_hybrid "
-                                        "(only 'default')")
-    if set(rope) - {"rope_type", "rope_theta"}:
-        raise f._bad("rope_parameters", f"{sorted(set(rope) - {'rope_type', 'rope_theta'})[0]} is not supported "
+    rope_type = rope.get("rope_type", "default", str)
+    if rope_type != "default":
+        raise f._bad("rope_parameters", f"rope_type {rope_type!r} is not supported for olmo_hybrid (only 'default')")
+    if set(rope.raw) - {"rope_type", "rope_theta"}:
+        raise f._bad("rope_parameters", f"{sorted(set(rope.raw) - {'rope_type', 'rope_theta'})[0]} is not supported "
                                         "(OLMo-Hybrid's default RoPE rotates the whole head)")
-    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
+    if not theta > 0:
         raise f._bad("rope_parameters", f"rope_theta must be a positive number, got {theta!r}")
     if D % 2:
         raise f._bad("rope_parameters", f"RoPE over an odd head_dim {D} is not defined")
@@ -58,7 +59,7 @@ def config(f: Fields, name: str) -> ModelConfig:
     d, L = f.need("hidden_size"), f.need("num_hidden_layers")
     eps = f.get("rms_norm_eps", 1e-6, float)
     f.expect("hidden_act", ("silu",), "silu")       # the MLP's gate and the GDN conv's activation both
-    types = f.get("layer_types", kind=list)
+    types = f.list_of("layer_types", str)
     if types is None:                                # the reference's default: each fourth layer attends
         types = ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(L)]
         if "full_attention" not in types:

@@ -54,32 +54,29 @@ def _text(f: Fields, name: str, moe: bool, tie: bool) -> ModelConfig:
     # means something transformers does not run either
     f.expect("attn_output_gate", (True,), True)
     f.ignore("mamba_ssm_dtype")         # other runtimes' recurrent-state dtype; transformers does not read it
-    types = f.get("layer_types", kind=list)
+    types = f.list_of("layer_types", str)
     if types is None:
         every = f.get("full_attention_interval", 4, int)
-        if every < 1:
-            raise f._bad("full_attention_interval", f"{every}: expected at least 1")
         types = ["linear_attention" if (i + 1) % every else "full_attention" for i in range(L)]
     f.ignore("full_attention_interval")
     if len(types) != L or set(types) - {"linear_attention", "full_attention"}:
         raise f._bad("layer_types", f"expected {L} entries of linear_attention / full_attention")
-    if f.get("mlp_only_layers", [], list):
+    if f.get("mlp_only_layers", [], list):       # any list: refused whatever it holds
         raise f._bad("mlp_only_layers", "Qwen3.5 has no per-layer MLP choice (transformers ignores this list); "
                                         "refusing rather than guessing which layers it meant")
-    rope = f.get("rope_parameters", kind=dict) or {}
-    if set(rope) - ROPE_KEYS:
-        raise f._bad("rope_parameters", f"{sorted(set(rope) - ROPE_KEYS)[0]!r} is not a key lineage implements")
-    if rope.get("rope_type", "default") != "default" or f.get("rope_scaling") not in (None, {}):
+    rope = f.sub("rope_parameters", required=False, generic=False)
+    if set(rope.raw) - ROPE_KEYS:
+        raise f._bad("rope_parameters", f"{sorted(set(rope.raw) - ROPE_KEYS)[0]!r} is not a key lineage implements")
+    if rope.get("rope_type", "default", str) != "default" or f.get("rope_scaling") not in (None, {}):
         raise f._bad("rope_parameters", "only the default rope_type is supported")
-    theta = float(rope.get("rope_theta", f.get("rope_theta", 10000.0, float)))
-    part = float(rope.get("partial_rotary_factor", f.get("partial_rotary_factor", 0.25, float)))
+    theta, part = qwen3_next.rope_numbers(f, rope)
     H, D = f.need("num_attention_heads"), f.need("head_dim")
     R, theta = qwen3_next.partial_rope(f, D, part, theta)
     if moe:
         f.ignore("intermediate_size")   # no dense layer in a Qwen3.5 MoE
         f.expect("norm_topk_prob", (True,), True)
         f.expect("decoder_sparse_step", (1,), 1)
-        E, Fs = f.need("num_experts"), f.need("shared_expert_intermediate_size")
+        E, Fs = f.need("num_experts", least=0), f.need("shared_expert_intermediate_size", least=0)
         if E == 0 or Fs == 0:
             raise f._bad("num_experts" if E == 0 else "shared_expert_intermediate_size",
                          "0: transformers builds every layer's experts and shared expert regardless")

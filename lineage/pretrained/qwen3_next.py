@@ -23,24 +23,23 @@ def config(f: Fields, name: str) -> ModelConfig:
     d, L = f.need("hidden_size"), f.need("num_hidden_layers")
     eps = f.get("rms_norm_eps", 1e-6, float)
     f.expect("hidden_act", ("silu",), "silu")
-    types = f.get("layer_types", kind=list)
+    types = f.list_of("layer_types", str)
     if types is None:
         every = f.get("full_attention_interval", 4, int)
         types = ["linear_attention" if (i + 1) % every else "full_attention" for i in range(L)]
     f.ignore("full_attention_interval")
     if len(types) != L or set(types) - {"linear_attention", "full_attention"}:
         raise f._bad("layer_types", f"expected {L} entries of linear_attention / full_attention")
-    rope = f.get("rope_parameters", kind=dict) or {}
-    if rope.get("rope_type", "default") != "default" or f.get("rope_scaling") not in (None, {}):
+    rope = f.sub("rope_parameters", required=False, generic=False)
+    if rope.get("rope_type", "default", str) != "default" or f.get("rope_scaling") not in (None, {}):
         raise f._bad("rope_parameters", "only the default rope_type is supported")
-    theta = float(rope.get("rope_theta", f.get("rope_theta", 10000.0, float)))
-    part = float(rope.get("partial_rotary_factor", f.get("partial_rotary_factor", 0.25, float)))
+    theta, part = rope_numbers(f, rope)
     H = f.need("num_attention_heads")
     D = f.get("head_dim", kind=int) or d // H
     R, theta = partial_rope(f, D, part, theta)
     E = f.get("num_experts", 0, int)
     sparse_every = f.get("decoder_sparse_step", 1, int)
-    dense_only = set(f.get("mlp_only_layers", [], list) or [])
+    dense_only = set(f.list_of("mlp_only_layers", int, []))
     ffns = tuple("moe" if E > 0 and i not in dense_only and (i + 1) % sparse_every == 0 else "dense" for i in range(L))
     Fs = f.get("shared_expert_intermediate_size", 0, int)
     if E == 0:      # no MoE layer: its sizes are there but mean nothing
@@ -62,6 +61,17 @@ def config(f: Fields, name: str) -> ModelConfig:
             norm_topk=f.get("norm_topk_prob", True, bool), router_fp32=True, shared_gate=bool(Fs)),
         norm="rms", norm_eps=eps, tie_embeddings=f.get("tie_word_embeddings", False, bool),
         notes="Qwen3-Next checkpoint")
+
+
+def rope_numbers(f: Fields, rope: Fields) -> tuple[float, float]:
+    """(theta, partial_rotary_factor): rope_parameters' own, else the top-level fields' (both read)."""
+    theta = rope.get("rope_theta", f.get("rope_theta", 10000.0, float), float)
+    part = rope.get("partial_rotary_factor", f.get("partial_rotary_factor", 0.25, float), float)
+    if not theta > 0:
+        raise rope._bad("rope_theta", f"must be a positive number, got {theta}")
+    if not 0 <= part <= 1:
+        raise rope._bad("partial_rotary_factor", f"must be between 0 and 1, got {part}")
+    return theta, part
 
 
 def partial_rope(f: Fields, D: int, part: float, theta: float) -> tuple[int, float]:
