@@ -9,14 +9,14 @@ final place, so no second copy of the weights is ever held.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from ..files import read_regular
+from .hfconfig import read_json
 from .problems import PretrainedError
 
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
+INDEX_BYTES = 64 << 20     # an index names each tensor once: a few MB for the largest published models
 PICKLES = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.pth", "tf_model.h5",
            "flax_model.msgpack")
 CONVERT = ("convert it once where you trust the file: python -c \"import torch; from safetensors.torch "
@@ -46,15 +46,15 @@ def weight_files(root: Path) -> list[Path]:
     """The safetensors files the checkpoint's weights are in, checked to exist."""
     index = root / INDEX
     if index.exists():
-        try:
-            text = read_regular(index, 64 << 20)
-            weight_map = json.loads(text)["weight_map"]
-            names = sorted(set(weight_map.values()))
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise PretrainedError(f"{index}: not a usable shard index ({_why(e)})") from None
-        for name in names:
-            if not isinstance(name, str) or "/" in name or name.startswith("."):
-                raise PretrainedError(f"{index}: shard name {name!r} is not a file in the directory")
+        weight_map = read_json(index, INDEX_BYTES).get("weight_map")
+        if not isinstance(weight_map, dict):
+            raise PretrainedError(f"{index}: weight_map: expected an object of tensor name -> shard file, got "
+                                  f"{'nothing' if weight_map is None else type(weight_map).__name__}")
+        for tensor, name in weight_map.items():
+            if not isinstance(name, str) or "/" in name or "\\" in name or name.startswith(".") or not name:
+                raise PretrainedError(f"{index}: weight_map: tensor {tensor[:80]}: shard name {str(name)[:80]!r} "
+                                      "is not a file in the directory")
+        names = sorted(set(weight_map.values()))
         missing = [n for n in names if not (root / n).is_file()]
         if missing:
             raise PretrainedError(f"{root}: shard {missing[0]} is missing ({len(missing)} of {len(names)} "

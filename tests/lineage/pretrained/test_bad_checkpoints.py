@@ -126,3 +126,14 @@ def test_hub_cache_folder(ckpt, tmp_path):
 
 def test_not_a_directory(tmp_path):
     refused(tmp_path / "nothing", "not a directory")
+
+
+@pytest.mark.parametrize("weight_map, words", [
+    ([], ("weight_map", "expected an object", "list")),
+    ("model.safetensors", ("weight_map", "str")),
+    ({"wte.weight": 7}, ("tensor wte.weight", "7", "not a file")),
+    ({"wte.weight": "..\\evil.safetensors"}, ("not a file",)),
+])
+def test_index_whose_weight_map_is_not_names_of_files(ckpt, weight_map, words):
+    (ckpt / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    refused(ckpt, "model.safetensors.index.json", *words)
