@@ -52,6 +52,9 @@ def checkpoint_scenario(path, text: str | None = None, ids: list[int] | None = N
         except ValueError as e:
             raise ValueError(f"--text-file {file_named or file}: {e}") from None
     n = len(ids) if ids is not None else len(tok.encode(text)) if tok is not None else None
+    if file is not None and n is not None and cfg.n_positions and n + (steps or GENERATE) > cfg.n_positions:
+        raise ValueError(f"--text-file {file_named or file}: {n:,} tokens; {cfg.name} has learned positions for "
+                         f"{cfg.n_positions:,}, the input and the {steps or GENERATE} tokens generated after it")
     said = ""
     if prefill is None and n is not None and n > LONG_INPUT:
         prefill = n - TAIL

@@ -111,3 +111,16 @@ def test_a_files_text_problem_is_said_at_input_file(tmp_path):
         loads(text, "s.yaml", base_dir=tmp_path)
     assert "s.yaml:4:15: input.file: m has no tokenizer files (tokenizer.json): give the input as ids" in \
         [str(p) for p in e.value.problems]
+
+
+def test_a_file_longer_than_learned_positions_is_one_line(tmp_path, capsys):
+    from .test_gpt2 import gpt2
+    gpt2(tmp_path / "g", vocab_size=300, n_positions=64)
+    tokenizer(tmp_path / "g")
+    doc = document(tmp_path / "paper.txt", 200)
+    n = tokens_of(tmp_path / "g", doc)
+    capsys.readouterr()
+    assert main(["record", str(tmp_path / "g"), "--text-file", str(doc), "-o", str(tmp_path / "o.trace")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"--text-file {doc}: {n:,} tokens; g has learned positions for 64, the input and the 32 tokens "
+        "generated after it"]
