@@ -12,7 +12,10 @@ the app, and through its Open command reads files, so (as Jupyter does):
 - the app process is started from an argument list, never a shell line, runs with
   LINEAGE_SERVE_ROOT so its Open reads only under the root (tui/served.py), and dies with
   the server;
-- terminal sizes asked for by the browser are clamped.
+- terminal sizes asked for by the browser are clamped;
+- at most --max-sessions app processes run at once (each playing app holds about 350 MB;
+  50 browsers once started 50 of them): the rest get a page saying the server is busy, and
+  every start, end and refusal is a log line with the count.
 """
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ from .served import ROOT_ENV
 
 MAX_COLS, MAX_ROWS = 500, 200          # a 4K screen at a small font; a 20000 x 20000 ask is refused
 LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
+MAX_SESSIONS = 4                       # about 1.4 GB of playing apps: a laptop's share, not a GPU box's
 
 
 def is_loopback(host: str) -> bool:
@@ -116,7 +120,7 @@ class _AppProcess(AppService):
 
 class GuardedServer(Server):
     def __init__(self, argv: list[str], *, host: str, port: int, root: str, token: str | None = None,
-                 allow_origins: tuple[str, ...] = ()):
+                 allow_origins: tuple[str, ...] = (), max_sessions: int = MAX_SESSIONS):
         super().__init__(" ".join(argv), host=host, port=port, title="lineage")
         self.argv, self.root = argv, root
         self.token = token or secrets.token_urlsafe(24)
@@ -124,6 +128,10 @@ class GuardedServer(Server):
         self.allow_origins = {o.rstrip("/").lower() for o in allow_origins}
         self.hosts = set(LOOPBACK_NAMES) | {host.lower()} | {_hostname(urlsplit(o).netloc) for o in self.allow_origins}
         self.apps: set[_AppProcess] = set()
+        self.max_sessions = max(1, int(max_sessions))
+        # counted from the handshake on, not from when the app is up: the check and the count
+        # happen with no await between them, so 50 sockets at once cannot all pass the check
+        self.sessions = 0
 
     @property
     def url(self) -> str:
@@ -176,8 +184,28 @@ class GuardedServer(Server):
         app.on_shutdown.append(self.on_shutdown)
         return app
 
+    # -- sessions ---------------------------------------------------------------------
+    def _log(self, event: str) -> None:
+        print(f"lineage serve: {event} ({self.sessions} of at most {self.max_sessions} sessions running)", flush=True)
+
+    @property
+    def busy(self) -> bool:
+        return self.sessions >= self.max_sessions
+
+    def busy_page(self) -> web.Response:
+        n = self.sessions
+        body = (f"<!doctype html>\n<html><head><title>lineage: busy</title></head><body>\n"
+                f"<h1>lineage serve is busy</h1>\n"
+                f"<p>{n} session{'s' if n != 1 else ''} running, the most this server allows "
+                f"(lineage serve --max-sessions {self.max_sessions}). Close another tab, or try again later.</p>\n"
+                f"</body></html>\n")
+        return web.Response(status=503, text=body, content_type="text/html", headers={"Retry-After": "30"})
+
     # -- pages ------------------------------------------------------------------------
     async def handle_index(self, request: web.Request) -> web.Response:
+        if self.busy:
+            self._log("busy: a page was refused")
+            return self.busy_page()
         # URLs follow the Host the browser used, so `ssh -L 9000:localhost:8000` works
         import aiohttp_jinja2
         base = f"{request.scheme}://{request.host}"
@@ -192,6 +220,11 @@ class GuardedServer(Server):
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
         websocket = web.WebSocketResponse(heartbeat=15, max_msg_size=1 << 20)
         width, height = clamp_size(request.query.get("width", "80"), request.query.get("height", "24"))
+        if self.busy:                     # refused before the handshake: no process, no socket
+            self._log("busy: a session was refused")
+            return self.busy_page()
+        self.sessions += 1
+        self._log("a session started")
         service = None
         try:
             await websocket.prepare(request)
@@ -206,6 +239,8 @@ class GuardedServer(Server):
         finally:
             if service is not None:
                 await self._end(service)
+            self.sessions -= 1
+            self._log("a session ended")
         return websocket
 
     async def _end(self, service: _AppProcess) -> None:
@@ -242,7 +277,7 @@ class GuardedServer(Server):
         print(f"  files: the bundled scenarios and those under {self.root}", flush=True)
         print(f"  over SSH: ssh -L {self.port}:localhost:{self.port} HOST, then open the URL above on your machine",
               flush=True)
-        print("  Ctrl+C to stop", flush=True)
+        print(f"  sessions: at most {self.max_sessions} at once (--max-sessions N); Ctrl+C to stop", flush=True)
 
     async def on_shutdown(self, app: web.Application) -> None:
         # SIGTERM / Ctrl+C: every app quits cleanly if it can, and none outlives the server
@@ -254,8 +289,10 @@ class GuardedServer(Server):
         logging.basicConfig(level="WARNING", format="lineage serve: %(message)s")
 
 
-def serve(argv: list[str], host: str, port: int, root: str, allow_origins: tuple[str, ...] = ()) -> int:
-    server = GuardedServer(argv, host=host, port=port, root=root, allow_origins=allow_origins)
+def serve(argv: list[str], host: str, port: int, root: str, allow_origins: tuple[str, ...] = (),
+          max_sessions: int = MAX_SESSIONS) -> int:
+    server = GuardedServer(argv, host=host, port=port, root=root, allow_origins=allow_origins,
+                           max_sessions=max_sessions)
     if not is_loopback(host):
         print(f"lineage serve: WARNING: listening on {host}, not loopback: anyone who can reach this machine "
               "and learns the token can drive the app. Prefer the default and ssh -L.", file=sys.stderr, flush=True)
