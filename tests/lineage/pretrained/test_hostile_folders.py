@@ -1,0 +1,99 @@
+"""Checkpoint folders crafted to break the loader (issue 31): each ends in one line naming the
+file or field, in seconds, never a traceback. The tiny checkpoints are built once per module and
+copied for each case, so a case costs a copy and a load."""
+import json
+import shutil
+import time
+
+import pytest
+
+pytest.importorskip("transformers")
+
+import lineage  # noqa: E402
+from lineage.pretrained import PretrainedError  # noqa: E402
+from tui.cli import main  # noqa: E402
+
+from .test_gpt2 import gpt2  # noqa: E402
+from .test_hybrids import kimi, qwen  # noqa: E402
+
+BUILDERS = {"gpt2": gpt2, "qwen3_next": qwen, "kimi_linear": kimi}
+SECONDS = 5.0           # issue 31: a hostile folder is refused in under 5 s
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("families")
+    for name, make in BUILDERS.items():
+        make(root / name)
+    return root
+
+
+def copy(built, family, tmp_path):
+    shutil.copytree(built / family, tmp_path / "m")
+    return tmp_path / "m"
+
+
+def edit(path, **fields):
+    cfg = json.loads((path / "config.json").read_text())
+    cfg.update(fields)
+    (path / "config.json").write_text(json.dumps(cfg))
+
+
+def refused(path, *words) -> str:
+    start = time.monotonic()
+    with pytest.raises(PretrainedError) as e:
+        lineage.load_pretrained(path)
+    assert time.monotonic() - start < SECONDS
+    msg = str(e.value)
+    assert "\n" not in msg, msg
+    for w in words:
+        assert w in msg, msg
+    return msg
+
+
+def _kimi_pattern(**kw):
+    """Kimi's hub spelling of its layer pattern (1-based layer numbers), one value replaced."""
+    lin = {"full_attn_layers": [4], "kda_layers": [1, 2, 3, 5], "head_dim": 16, "num_heads": 3, **kw}
+    return {"linear_attn_config": lin, "layer_types": None}
+
+
+# issue 31's traceback cases, one config.json edit each: (family, fields, words the line holds)
+CONFIG_CASES = {
+    "n_head 0": ("gpt2", {"n_head": 0}, ("n_head", "at least 1")),
+    "heads 0, head_dim null": ("qwen3_next", {"num_attention_heads": 0, "head_dim": None},
+                               ("num_attention_heads", "at least 1")),
+    "layer_types of objects": ("qwen3_next", {"layer_types": [{}, {}]}, ("layer_types[0]", "string")),
+    "mlp_only_layers nested": ("qwen3_next", {"mlp_only_layers": [[0]]}, ("mlp_only_layers[0]", "integer")),
+    "model_type a list": ("qwen3_next", {"model_type": ["qwen3_next"]}, ("model_type", "list", "not supported")),
+    "rope_theta a string": ("qwen3_next", {"rope_theta": "abc"}, ("rope_theta", "number", "'abc'")),
+    "partial_rotary_factor a list": ("qwen3_next", {"partial_rotary_factor": [0.25]},
+                                     ("partial_rotary_factor", "number")),
+    "full_attn_layers an int": ("kimi_linear", _kimi_pattern(full_attn_layers=2),
+                                ("linear_attn_config.full_attn_layers", "list")),
+    "kda head_dim a string": ("kimi_linear", _kimi_pattern(head_dim="16"), ("linear_attn_config.head_dim", "'16'")),
+    "kda num_heads a float": ("kimi_linear", _kimi_pattern(num_heads=4.0), ("linear_attn_config.num_heads", "4.0")),
+}
+
+
+@pytest.mark.parametrize("case", CONFIG_CASES)
+def test_config_values_of_the_wrong_kind_are_one_line(built, tmp_path, case):
+    family, fields, words = CONFIG_CASES[case]
+    path = copy(built, family, tmp_path)
+    edit(path, **fields)
+    refused(path, "config.json", *words)
+
+
+def test_config_nested_deeper_than_the_parser_is_one_line(built, tmp_path, capsys):
+    path = copy(built, "gpt2", tmp_path)
+    (path / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    refused(path, "config.json", "nested too deeply")
+    assert main(["params", str(path)]) == 2                     # the command that reads no weights too
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "nested too deeply" in err, err
+
+
+@pytest.mark.parametrize("weight_map", [["model.safetensors"], "model.safetensors"])
+def test_index_whose_weight_map_is_a_list_or_a_string(built, tmp_path, weight_map):
+    path = copy(built, "gpt2", tmp_path)
+    (path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    refused(path, "model.safetensors.index.json", "weight_map", "expected an object")
