@@ -47,27 +47,74 @@ KIMI_PATTERN = "|".join([
 ])
 
 
+MAX_RANKS = 1 << 20         # BPE ranks in a tiktoken.model (the published ones have 100K-200K)
+
+
+def is_panic(e: BaseException) -> bool:
+    """A Rust library's panic (pyo3_runtime.PanicException): a BaseException, so `except
+    Exception` misses it, and not importable by name; told by its class name."""
+    return type(e).__name__ == "PanicException"
+
+
+def read_ranks(path: Path, data: bytes) -> dict[bytes, int]:
+    """`base64-token rank` lines -> {token bytes: rank}, checked so that tiktoken's Rust core,
+    which panics on what it does not expect (a repeated rank, a byte with no token of its own),
+    never sees a bad one. Strict base64: the lenient decoder drops junk characters, so `@@@@`
+    would be the empty token."""
+    import base64
+    import binascii
+    ranks: dict[bytes, int] = {}
+    seen: set[int] = set()
+    for n, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            raise PretrainedError(f"{path}:{n}: expected a base64 token and a rank, got {_shown(line)}")
+        try:
+            token = base64.b64decode(parts[0], validate=True)
+        except binascii.Error:
+            raise PretrainedError(f"{path}:{n}: token {_shown(parts[0])} is not base64") from None
+        rank = int(parts[1]) if len(parts[1]) < 10 else MAX_RANKS
+        why = ("an empty token" if not token else f"rank {_shown(parts[1])} is past {MAX_RANKS:,}" if rank >= MAX_RANKS
+               else f"token {_shown(parts[0])} is given twice" if token in ranks
+               else f"rank {rank} is given twice" if rank in seen else None)
+        if why:
+            raise PretrainedError(f"{path}:{n}: {why}")
+        ranks[token] = rank
+        seen.add(rank)
+    lone = next((b for b in range(256) if bytes([b]) not in ranks), None)
+    if lone is not None:        # byte-level BPE starts from single bytes: text with this one cannot be encoded
+        raise PretrainedError(f"{path}: byte {lone:#04x} has no token of its own (a byte-level BPE has all 256)")
+    return ranks
+
+
+def _shown(b: bytes) -> str:
+    text = b.decode("utf-8", errors="backslashreplace")
+    return repr(text if len(text) <= 40 else text[:37] + "...")
+
+
 class TiktokenTokenizer:
     """Kimi's tokenizer: BPE ranks from `tiktoken.model` (one `base64-bytes rank` a line), the
     special tokens named in `tokenizer_config.json`'s `added_tokens_decoder`."""
 
     def __init__(self, root: Path):
-        import base64
         import json
 
         import tiktoken
-        ranks = {}
-        for line in (root / "tiktoken.model").read_bytes().splitlines():
-            if line.strip():
-                token, rank = line.split()
-                ranks[base64.b64decode(token)] = int(rank)
+        ranks = read_ranks(root / "tiktoken.model", (root / "tiktoken.model").read_bytes())
         special = {}
         cfg = root / "tokenizer_config.json"
         if cfg.is_file():
             for i, tok in json.loads(cfg.read_text(encoding="utf-8")).get("added_tokens_decoder", {}).items():
                 special[tok["content"]] = int(i)
-        self.enc = tiktoken.Encoding(name=root.name, pat_str=KIMI_PATTERN, mergeable_ranks=ranks,
-                                     special_tokens=special)
+        try:
+            self.enc = tiktoken.Encoding(name=root.name, pat_str=KIMI_PATTERN, mergeable_ranks=ranks,
+                                         special_tokens=special)
+        except BaseException as e:
+            if not is_panic(e):
+                raise
+            raise PretrainedError(f"{root / 'tiktoken.model'}: tiktoken refused it ({_why(e)})") from None
         self.source = "tiktoken.model"
         self.vocab_size = self.enc.n_vocab
 
@@ -102,9 +149,18 @@ def load_tokenizer(root: Path) -> HFTokenizer | TiktokenTokenizer | None:
         if (root / "vocab.json").is_file() and (root / "merges.txt").is_file():
             bpe = tokenizers.ByteLevelBPETokenizer(str(root / "vocab.json"), str(root / "merges.txt"))
             return HFTokenizer(bpe, "vocab.json + merges.txt")
-    except Exception as e:  # noqa: BLE001  the library raises its own kinds for a broken file
-        raise PretrainedError(f"{root}: its tokenizer files cannot be read ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    except PretrainedError:
+        raise
+    except BaseException as e:  # the libraries raise their own kinds for a broken file, Rust panics too
+        if not isinstance(e, Exception) and not is_panic(e):
+            raise                   # KeyboardInterrupt, SystemExit
+        raise PretrainedError(f"{root}: its tokenizer files cannot be read ({_why(e)})") from None
     return None
+
+
+def _why(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:200] if text else type(e).__name__
 
 
 @functools.lru_cache(maxsize=8)
