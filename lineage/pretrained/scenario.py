@@ -40,7 +40,8 @@ def checkpoint_scenario(path, text: str | None = None, ids: list[int] | None = N
     scenario's description says so."""
     root = Path(path).expanduser().resolve()
     cfg = read_model_config(root)[0]
-    tok = tokenizer_for(root) if ids is None else None
+    # strict: broken tokenizer files are named here (with --ids too, as the load would), not taken for none
+    tok = tokenizer_for(root, strict=True)
     if ids is None and text is None and file is None:
         if tok is None:
             raise PretrainedError(f"{root}: no tokenizer files (tokenizer.json): give the input as --ids 1,2,3")

@@ -4,11 +4,20 @@ through `tiktoken`. None when there is none (the app then shows ids as ids and s
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 from ..escapes import visible
+from ..files import read_regular
+from .hfconfig import read_json
 from .problems import PretrainedError
 from .shards import resolve_dir
+
+# The most each tokenizer file may hold, a few times the largest published (Gemma 3's tokenizer.json
+# is 33 MB; Kimi's tiktoken.model 2.8 MB; GPT-2's vocab.json 1 MB): a file past its limit is refused
+# before it is read, so a lying folder cannot spend minutes and gigabytes in a parser.
+LIMITS = {"tokenizer.json": 64 << 20, "tiktoken.model": 16 << 20, "tokenizer_config.json": 8 << 20,
+          "vocab.json": 16 << 20, "merges.txt": 16 << 20}
 
 
 class HFTokenizer:
@@ -94,27 +103,61 @@ def _shown(b: bytes) -> str:
     return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
+def through_library(path: Path, library: str, make):
+    """`make()`, a library reading `path`; what it raises, a Rust panic included, as one line
+    naming the file (KeyboardInterrupt and SystemExit pass)."""
+    try:
+        return make()
+    except BaseException as e:
+        if not isinstance(e, Exception) and not is_panic(e):
+            raise
+        raise PretrainedError(f"{path}: {library} refused it ({_why(e)})") from None
+
+
+def present(path: Path) -> bool:
+    """Whether the folder has this name at all: a link to nothing, a FIFO or /dev/zero counts, so
+    that it is refused for what it is rather than taken for no tokenizer."""
+    return os.path.lexists(path)
+
+
+def read(path: Path) -> bytes:
+    """A tokenizer file whole, within its LIMITS; PretrainedError naming it otherwise."""
+    try:
+        return read_regular(path, LIMITS[path.name])
+    except OSError as e:
+        raise PretrainedError(f"{path}: cannot be read ({e.strerror or type(e).__name__})") from None
+
+
+def specials(path: Path, ranks: dict) -> dict[str, int]:
+    """tokenizer_config.json's `added_tokens_decoder` ({"id": {"content": text}}) as {text: id},
+    each id a number of its own past the BPE ranks' (tiktoken's core panics on a shared one)."""
+    table = read_json(path, LIMITS[path.name]).get("added_tokens_decoder") or {}
+    if not isinstance(table, dict):
+        raise PretrainedError(f"{path}: added_tokens_decoder: expected an object of id -> token")
+    taken, out = set(ranks.values()), {}
+    for i, tok in table.items():
+        content = tok.get("content") if isinstance(tok, dict) else None
+        why = ("the id is not a number" if not i.isdigit() or len(i) > 9
+               else "expected an object with a string content" if not isinstance(content, str)
+               else "the id is a BPE rank's too" if int(i) in taken
+               else "the token is given twice" if content in out else None)
+        if why:
+            raise PretrainedError(f"{path}: added_tokens_decoder: {i[:40]!r}: {why}")
+        out[content] = int(i)
+        taken.add(int(i))
+    return out
+
+
 class TiktokenTokenizer:
     """Kimi's tokenizer: BPE ranks from `tiktoken.model` (one `base64-bytes rank` a line), the
     special tokens named in `tokenizer_config.json`'s `added_tokens_decoder`."""
 
     def __init__(self, root: Path):
-        import json
-
         import tiktoken
-        ranks = read_ranks(root / "tiktoken.model", (root / "tiktoken.model").read_bytes())
-        special = {}
-        cfg = root / "tokenizer_config.json"
-        if cfg.is_file():
-            for i, tok in json.loads(cfg.read_text(encoding="utf-8")).get("added_tokens_decoder", {}).items():
-                special[tok["content"]] = int(i)
-        try:
-            self.enc = tiktoken.Encoding(name=root.name, pat_str=KIMI_PATTERN, mergeable_ranks=ranks,
-                                         special_tokens=special)
-        except BaseException as e:
-            if not is_panic(e):
-                raise
-            raise PretrainedError(f"{root / 'tiktoken.model'}: tiktoken refused it ({_why(e)})") from None
+        ranks = read_ranks(root / "tiktoken.model", read(root / "tiktoken.model"))
+        special = specials(root / "tokenizer_config.json", ranks) if present(root / "tokenizer_config.json") else {}
+        self.enc = through_library(root / "tiktoken.model", "tiktoken", lambda: tiktoken.Encoding(
+            name=root.name, pat_str=KIMI_PATTERN, mergeable_ranks=ranks, special_tokens=special))
         self.source = "tiktoken.model"
         self.vocab_size = self.enc.n_vocab
 
@@ -134,8 +177,10 @@ class TiktokenTokenizer:
 
 
 def load_tokenizer(root: Path) -> HFTokenizer | TiktokenTokenizer | None:
+    """The folder's tokenizer, None when it has no tokenizer files (or the library that reads them
+    is not installed); PretrainedError, one line naming the file, when one is there but broken."""
     try:
-        if (root / "tiktoken.model").is_file() and not (root / "tokenizer.json").is_file():
+        if present(root / "tiktoken.model") and not present(root / "tokenizer.json"):
             try:
                 return TiktokenTokenizer(root)
             except ImportError:     # the library is optional: ids stay ids
@@ -144,10 +189,16 @@ def load_tokenizer(root: Path) -> HFTokenizer | TiktokenTokenizer | None:
             import tokenizers
         except ImportError:
             return None
-        if (root / "tokenizer.json").is_file():
-            return HFTokenizer(tokenizers.Tokenizer.from_file(str(root / "tokenizer.json")), "tokenizer.json")
-        if (root / "vocab.json").is_file() and (root / "merges.txt").is_file():
-            bpe = tokenizers.ByteLevelBPETokenizer(str(root / "vocab.json"), str(root / "merges.txt"))
+        if present(root / "tokenizer.json"):
+            path = root / "tokenizer.json"
+            text = _text(path, read(path))
+            return HFTokenizer(through_library(path, "tokenizers", lambda: tokenizers.Tokenizer.from_str(text)),
+                               "tokenizer.json")
+        if present(root / "vocab.json") and present(root / "merges.txt"):
+            for name in ("vocab.json", "merges.txt"):    # checked to be regular and bounded; the library reads them
+                read(root / name)
+            bpe = through_library(root / "vocab.json", "tokenizers (with merges.txt)", lambda: (
+                tokenizers.ByteLevelBPETokenizer(str(root / "vocab.json"), str(root / "merges.txt"))))
             return HFTokenizer(bpe, "vocab.json + merges.txt")
     except PretrainedError:
         raise
@@ -156,6 +207,13 @@ def load_tokenizer(root: Path) -> HFTokenizer | TiktokenTokenizer | None:
             raise                   # KeyboardInterrupt, SystemExit
         raise PretrainedError(f"{root}: its tokenizer files cannot be read ({_why(e)})") from None
     return None
+
+
+def _text(path: Path, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise PretrainedError(f"{path}: not UTF-8 text (byte {e.start:,})") from None
 
 
 def _why(e: BaseException) -> str:
@@ -168,14 +226,19 @@ def _cached(root: str, stamp: float) -> HFTokenizer | None:
     return load_tokenizer(Path(root))
 
 
-def tokenizer_for(path) -> HFTokenizer | None:
+def tokenizer_for(path, strict: bool = False) -> HFTokenizer | TiktokenTokenizer | None:
     """The tokenizer of a checkpoint directory (hub cache folders too), read once per process:
-    validate, the step count and the session all ask for it. None when there is none or the
-    directory cannot be read (the loader says why, at its own place)."""
+    validate, the step count and the session all ask for it. None when there is none; for
+    tokenizer files that are there but broken, None too (the loader says why, at its own place)
+    or with `strict` their PretrainedError, for a caller that would otherwise say there are none."""
     try:
         root = resolve_dir(path)
-        stamp = max((root / n).stat().st_mtime for n in ("tokenizer.json", "vocab.json", "tiktoken.model", "config.json")
-                    if (root / n).exists())
+        stamp = max(((root / n).stat().st_mtime for n in (*LIMITS, "config.json") if (root / n).exists()),
+                    default=0.0)
         return _cached(str(root), stamp)
-    except (PretrainedError, OSError, ValueError):
+    except PretrainedError:
+        if strict:
+            raise
+        return None
+    except (OSError, ValueError):
         return None

@@ -97,3 +97,23 @@ def test_index_whose_weight_map_is_a_list_or_a_string(built, tmp_path, weight_ma
     path = copy(built, "gpt2", tmp_path)
     (path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
     refused(path, "model.safetensors.index.json", "weight_map", "expected an object")
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda p: p.symlink_to("/dev/zero"), ("tokenizer.json", "a character device")),
+    (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), ("tokenizer.json", "tokenizers refused it")),
+    (lambda p: p.write_text('{"model": 3}'), ("tokenizer.json", "tokenizers refused it")),
+], ids=["linked to /dev/zero", "nested", "malformed"])
+def test_broken_tokenizer_files_are_not_taken_for_none(built, tmp_path, capsys, make, words):
+    """`lineage run DIR` and `validate DIR` name the broken file, rather than saying the folder
+    has no tokenizer files and asking for --ids."""
+    from lineage.pretrained.scenario import checkpoint_scenario
+    path = copy(built, "gpt2", tmp_path)
+    make(path / "tokenizer.json")
+    for ids in (None, [1, 2]):
+        with pytest.raises(PretrainedError) as e:
+            checkpoint_scenario(path, ids=ids)
+        assert "no tokenizer files" not in str(e.value) and all(w in str(e.value) for w in words), str(e.value)
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and all(w in err for w in words), err

@@ -1,6 +1,7 @@
 """Checkpoint tokenizers: Kimi's tiktoken.model read with its published pre-tokenizer pattern."""
 import base64
 import json
+import os
 
 import pytest
 
@@ -66,4 +67,83 @@ def test_a_rust_panic_is_one_line(tmp_path, monkeypatch):
     kimi_files(tmp_path)
     monkeypatch.setattr(tiktoken, "Encoding", encoding)
     with pytest.raises(PretrainedError, match="tiktoken refused it .no entry found for key"):
+        load_tokenizer(tmp_path)
+
+
+def _sparse(path, size):
+    with open(path, "wb") as f:             # a hole: the size is claimed, no disk is used
+        f.truncate(size)
+
+
+def _kimi_with(root, name, make):
+    kimi_files(root)
+    (root / name).unlink(missing_ok=True)
+    make(root / name)
+
+
+def _gpt2_vocab(root):
+    (root / "vocab.json").write_text(json.dumps({"a": 0, "b": 1, "ab": 2}))
+    (root / "merges.txt").write_text("#version: 0.2\na b\n")
+
+
+# (name, how the file is made, words the one line holds): the file is named with what it is
+BROKEN = {
+    "tokenizer.json of 300 MB": ("tokenizer.json", lambda p: _sparse(p, 300 << 20), ("tokenizer.json", "limit")),
+    "tiktoken.model of 600 MB": ("tiktoken.model", lambda p: _sparse(p, 600 << 20), ("tiktoken.model", "limit")),
+    "tokenizer_config.json of 300 MB": ("tokenizer_config.json", lambda p: _sparse(p, 300 << 20),
+                                        ("tokenizer_config.json", "limit")),
+    "tokenizer.json malformed": ("tokenizer.json", lambda p: p.write_text("{not json"),
+                                 ("tokenizer.json", "tokenizers refused it")),
+    "tokenizer.json nested": ("tokenizer.json", lambda p: p.write_text("[" * 100_000 + "]" * 100_000),
+                              ("tokenizer.json", "tokenizers refused it")),
+    "tokenizer.json not UTF-8": ("tokenizer.json", lambda p: p.write_bytes(b'{"\xff": 1}'), ("tokenizer.json", "UTF-8")),
+    "tokenizer.json to /dev/zero": ("tokenizer.json", lambda p: p.symlink_to("/dev/zero"),
+                                    ("tokenizer.json", "a character device")),
+    "tokenizer.json a FIFO": ("tokenizer.json", lambda p: os.mkfifo(p), ("tokenizer.json", "a FIFO")),
+    "tokenizer.json a link to nothing": ("tokenizer.json", lambda p: p.symlink_to(p.parent / "gone"),
+                                         ("tokenizer.json", "cannot be read")),
+    "tiktoken.model to /dev/zero": ("tiktoken.model", lambda p: p.symlink_to("/dev/zero"),
+                                    ("tiktoken.model", "a character device")),
+    "tokenizer_config.json nested": ("tokenizer_config.json", lambda p: p.write_text("[" * 100_000 + "]" * 100_000),
+                                     ("tokenizer_config.json", "nested too deeply")),
+    "tokenizer_config.json a list of specials": (
+        "tokenizer_config.json", lambda p: p.write_text('{"added_tokens_decoder": [1]}'), ("added_tokens_decoder",)),
+    "special token without content": (
+        "tokenizer_config.json", lambda p: p.write_text('{"added_tokens_decoder": {"300": {}}}'),
+        ("'300'", "string content")),
+    "special token id a rank's": (
+        "tokenizer_config.json", lambda p: p.write_text('{"added_tokens_decoder": {"65": {"content": "[X]"}}}'),
+        ("'65'", "BPE rank")),
+    "special token id not a number": (
+        "tokenizer_config.json", lambda p: p.write_text('{"added_tokens_decoder": {"x": {"content": "[X]"}}}'),
+        ("'x'", "not a number")),
+}
+
+
+@pytest.mark.parametrize("case", BROKEN)
+def test_a_broken_tokenizer_file_is_named_fast(tmp_path, case):
+    import time
+    name, make, words = BROKEN[case]
+    _kimi_with(tmp_path, name, make)
+    start = time.monotonic()
+    with pytest.raises(PretrainedError) as e:
+        load_tokenizer(tmp_path)
+    assert time.monotonic() - start < 2.0
+    assert "\n" not in str(e.value)
+    for w in words:
+        assert w in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("name", ["vocab.json", "merges.txt"])
+def test_vocab_and_merges_are_bounded_regular_files(tmp_path, name):
+    pytest.importorskip("tokenizers")
+    _gpt2_vocab(tmp_path)
+    assert load_tokenizer(tmp_path).source == "vocab.json + merges.txt"
+    (tmp_path / name).unlink()
+    (tmp_path / name).symlink_to("/dev/zero")
+    with pytest.raises(PretrainedError, match=f"{name}: cannot be read .a character device"):
+        load_tokenizer(tmp_path)
+    (tmp_path / name).unlink()
+    _sparse(tmp_path / name, 100 << 20)
+    with pytest.raises(PretrainedError, match=f"{name}: cannot be read .file is 104,857,600 bytes .limit"):
         load_tokenizer(tmp_path)
