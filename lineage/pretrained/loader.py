@@ -12,6 +12,7 @@ from pathlib import Path
 from ..arithmetic import DTYPE_BYTES, dtype_name
 from ..did_you_mean import did_you_mean
 from . import gpt2, kimi_linear, llama, mamba2, olmo_hybrid, qwen3_5, qwen3_next
+from .claims import check_claims
 from .hfconfig import Fields, read_config
 from .problems import PretrainedError, ShapeError
 from .shards import Shards, resolve_dir, weight_files
@@ -80,6 +81,7 @@ def load_pretrained(path, device="cpu", dtype=None):
     own = raw.get("dtype") or raw.get("torch_dtype") or text.get("dtype") or text.get("torch_dtype")
     dtype = torch_dtype(dtype) or torch_dtype(dtype_name(own) or "float32")
     shards = Shards(weight_files(root))
+    check_claims(cfg, shards, root / "config.json")      # before the build: layers and sizes the files hold
     with torch.device("meta"):
         model = LM(cfg)
     params = dict(model.named_parameters())             # a tied head appears once, as wte.weight

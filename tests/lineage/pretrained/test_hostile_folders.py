@@ -117,3 +117,49 @@ def test_broken_tokenizer_files_are_not_taken_for_none(built, tmp_path, capsys, 
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and all(w in err for w in words), err
+
+
+# configs that claim more than the files hold: refused from the safetensors headers, before the
+# model is built on meta or any destination tensor is allocated (each once took minutes or GBs)
+CLAIMS = {
+    "20,000 layers": ("gpt2", {"n_layer": 20_000}, ("n_layer", "at most 1,024")),
+    "16M layers": ("qwen3_next", {"num_hidden_layers": 16_000_000, "layer_types": None}, ("num_hidden_layers",)),
+    "1,024 layers": ("gpt2", {"n_layer": 1024}, ("describes 1,024 layers", "hold 3")),
+    "5 layers of 4": ("qwen3_next", {"num_hidden_layers": 5, "layer_types": None}, ("describes 5 layers",)),
+    "4,096 wide experts": ("qwen3_next", {"num_experts": 4096, "moe_intermediate_size": 65536},
+                           ("parameters", "the safetensors files hold")),
+    "a 1M vocabulary": ("kimi_linear", {"vocab_size": 1 << 20}, ("parameters", "the safetensors files hold")),
+    "a wide embedding": ("gpt2", {"n_embd": 3 * 65536}, ("parameters", "the safetensors files hold")),
+}
+
+
+@pytest.mark.parametrize("case", CLAIMS)
+def test_claims_past_the_files_are_refused_before_the_build(built, tmp_path, monkeypatch, case):
+    import lineage.model
+    family, fields, words = CLAIMS[case]
+    path = copy(built, family, tmp_path)
+    edit(path, **fields)
+
+    def never(cfg):
+        raise AssertionError(f"built a model of {cfg.n_layers} layers")
+    monkeypatch.setattr(lineage.model, "LM", never)
+    refused(path, "config.json", *words)
+
+
+def test_claims_through_a_shard_index(built, tmp_path):
+    from transformers import GPT2LMHeadModel
+    GPT2LMHeadModel.from_pretrained(str(built / "gpt2")).save_pretrained(str(tmp_path / "s"), max_shard_size="20KB")
+    assert (tmp_path / "s" / "model.safetensors.index.json").exists()
+    edit(tmp_path / "s", n_layer=1000)
+    refused(tmp_path / "s", "describes 1,000 layers", "hold 3")
+
+
+@pytest.mark.parametrize("layers, rc", [(1024, 0), (16_000_000, 2)])
+def test_params_of_many_layers_answers_fast(built, tmp_path, capsys, layers, rc):
+    path = copy(built, "gpt2", tmp_path)
+    edit(path, n_layer=layers)
+    start = time.monotonic()
+    assert main(["params", str(path)]) == rc
+    assert time.monotonic() - start < SECONDS
+    out = capsys.readouterr()
+    assert ("1024 layers" in out.out) if rc == 0 else ("at most 1,024" in out.err and "\n" not in out.err.strip())
