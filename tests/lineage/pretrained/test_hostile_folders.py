@@ -163,3 +163,20 @@ def test_params_of_many_layers_answers_fast(built, tmp_path, capsys, layers, rc)
     assert time.monotonic() - start < SECONDS
     out = capsys.readouterr()
     assert ("1024 layers" in out.out) if rc == 0 else ("at most 1,024" in out.err and "\n" not in out.err.strip())
+
+
+@pytest.mark.parametrize("shape", [(36, 108, 1), (1, 36, 108), (36 * 108,), ()])
+def test_a_gpt2_projection_of_another_rank_is_one_line_and_no_warning(built, tmp_path, shape):
+    """Conv1D weights are transposed on load: `.T` of a tensor of another rank made torch print a
+    deprecation warning above the one line."""
+    import warnings
+
+    import torch
+    from safetensors.torch import load_file, save_file
+    path = copy(built, "gpt2", tmp_path)
+    sd = load_file(str(path / "model.safetensors"))
+    sd["transformer.h.0.attn.c_attn.weight"] = torch.zeros(shape)
+    save_file(sd, str(path / "model.safetensors"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        refused(path, "transformer.h.0.attn.c_attn.weight", f"has shape {shape}", "implies (108, 36)")
