@@ -1,17 +1,21 @@
 """Headless exports: `lineage snapshot SCENARIO|TRACE --step N -o OUT.svg|.png` and `lineage
 slides` run the app off-screen, go to a step and export the screen (text comes from the panels'
-text forms, tui/panels/, directly). With a panel named, the export is a slide: that panel
-alone, filling the picture, under a line with the title, the step and the current token, over
-the caption; no footer, no status line, no hatching.
+text forms, tui/panels/, directly). What they draw is a picture, not the app: a line with the
+title, the step and the current token, the panels with their titles whole, the caption; no
+window title, transport, keys, status line or hatching. With a panel named, that panel alone
+fills the picture; a slide of the whole screen shows the panels its caption is about.
 """
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 
+from rich.cells import cell_len
+from textual.content import Content
 from textual.worker import WorkerCancelled
 
-from .snapshot import THEMES, about, screen_svg, slide_steps, step_line, svg_to_png
+from .screens.main import FILL_ROW
+from .snapshot import THEMES, about, head_lines, screen_svg, slide_steps, svg_to_png
 
 PANEL_SIZE = (100, 30)           # a slide of one panel: about 16:9 once rendered (cells are ~1:2)
 SCREEN_SIZE = (160, 50)
@@ -33,48 +37,130 @@ async def settle(pilot) -> None:
 
 
 def _slide_mode(app, panel: str | None) -> None:
-    """Hide the keys and the status line; with a panel, maximise it under a head line."""
-    from textual.widgets import Static
+    """A picture, not the app: no header, timeline, keys or status line, a head line with the
+    title, step and token instead; with a panel, that panel maximised under it."""
+    from textual.widgets import Header, Static
 
     from .panels.base import Panel
+    from .widgets.timeline import Timeline
     screen = app.screen
     screen.add_class("-slide")
     screen.set_focus(None)             # no heatmap cursor or focus shading on a slide
+    for w in [*screen.query(Header), *screen.query(Timeline)]:
+        w.display = False              # the window's title and the transport are the app's, not the picture's
     for p in app.query(Panel):         # keys act on a screen, not on a picture
         p.border_subtitle = ""
     for bar in screen.query("#captionbar Panel"):
         bar.border_title = ""          # the caption under a slide needs no label
+    if not screen.query("#slidehead"):
+        screen.mount(Static("", id="slidehead"), before=0)
     if panel is None:
         return
     chosen = [p for p in app.query(Panel) if p.kind == panel]
     if chosen:
-        if not screen.query("#slidehead"):
-            screen.mount(Static("", id="slidehead"), before=0)
         screen.maximize(chosen[0])
 
 
-async def _show(app, pilot, step: int, panel: str | None, path: str) -> int:
-    """Go to 0-based `step` (clamped) and wait until it is drawn; returns the step shown."""
-    target = max(0, min(step, app.cursor.total - 1))
+def slide_kind(info: dict, i: int, panel: str | None = None) -> str | None:
+    """The kind of panel a slide of 0-based step i shows: the one asked for; else the kind its
+    caption is about, where the scenario shows that kind; else None, every panel."""
+    from lineage.playback.session import caption_at
+
+    from .panels import default_panels
+    if panel is not None:
+        return panel
+    c = caption_at(info.get("captions") or [], i)
+    kind = None if c is None else c.get("panel")
+    return kind if kind in {p["kind"] for p in default_panels(info)} - {"captions"} else None
+
+
+def _columns(width: int, titles: list[int], most: int, rows_that_fit: int) -> int:
+    """Columns for a picture of panels with titles this long: the most, up to `most`, whose
+    cells hold every title whole and leave at most one cell of the last row empty, as long as
+    its rows still fit the picture; else, of those whose rows fit, the one leaving the fewest
+    cells empty (a title too long for it then takes a legend)."""
+    n = len(titles)
+    fit = [c for c in range(max(1, min(most, n)), 0, -1) if -(-n // c) <= rows_that_fit] or [max(1, min(most, n))]
+    for c in fit:
+        if all(t + 4 <= width // c - 1 for t in titles) and (c == 1 or (-n) % c <= 1):
+            return c
+    return min(fit, key=lambda c: ((-n) % c, -c))
+
+
+def _short_titles(panels, models: list[dict]) -> list[str]:
+    """A title its border would cut names its model by number instead ("model 2"); returns the
+    legend lines for the numbers used, so every name is still on the picture, whole."""
+    names = sorted(((m.get("name") or "", k) for k, m in enumerate(models)), key=lambda nk: -len(nk[0]))
+    used = set()
+    for p in panels:
+        title = str(p.border_title)
+        if cell_len(title) + 4 <= p.outer_size.width:
+            continue
+        for name, k in names:
+            short = f"model {k + 1}"
+            if len(name) > len(short) and name in title:
+                title = title.replace(name, short)
+                used.add(k)
+        p.border_title = Content(title)
+    return [f"model {k + 1}: {models[k]['name']}" for k in sorted(used)]
+
+
+async def _show(app, pilot, step: int, panel: str | None, path: str, focus: bool = False) -> int:
+    """Go to 0-based `step` (clamped) and wait until it is drawn; returns the step shown. With
+    `focus` (a slide of the whole screen), only the panels its caption is about are shown."""
+    from lineage.playback.session import caption_at
+
+    from .panels.base import Panel
+    screen, cursor = app.screen, app.cursor
+    target = max(0, min(step, cursor.total - 1))
+    grid = screen.query_one("#panels")
+    panels = [p for p in grid.children if isinstance(p, Panel)]
+    kind = slide_kind(cursor.info, target, panel) if focus or panel else None
+    if panel is None:
+        for p in panels:               # hidden ones are not prepared: set before the step is asked for
+            p.display = kind is None or p.kind == kind
+        screen.slide_columns = None
+        screen._fit_layout()
     app.request(target)
     await settle(pilot)
     if len(app.screen_stack) > 1:                            # the step failed: its dialog says why
         lines = getattr(app.screen, "lines", None) or ["could not be shown"]
         raise RuntimeError(f"{path}: step {target + 1}: {lines[0]}")
-    if panel is not None and app.screen.query("#slidehead"):
-        from lineage.playback.session import caption_at
-        app.screen.query_one("#slidehead").update(step_line(app.cursor, target))
-        # a caption about another panel is not this slide's
-        app.screen.query_one("#captionbar").display = about(caption_at(app.cursor.info["captions"], target), panel)
+    head = screen.query_one("#slidehead")
+    lines = head_lines(cursor, target, app.size.width - 2)
+    head.update("\n".join(lines))
+    head.styles.height = len(lines)
+    # a caption about another panel is not this slide's
+    screen.query_one("#captionbar").display = about(caption_at(cursor.info["captions"], target), kind)
     await pilot.pause(0.2)
-    if app.screen.maximized is not None:
-        app.screen.maximized.show(app.cursor, target)        # drawn at its maximised size
+    shown = [screen.maximized] if screen.maximized is not None else [p for p in panels if p.display]
+    if panel is None:                  # as many columns as keep every title whole
+        room = app.size.height - 1 - screen.query_one("#captionbar").outer_size.height
+        cols = _columns(app.size.width, [cell_len(str(p.border_title)) for p in shown],
+                        int(grid.styles.grid_size_columns or 1), room // FILL_ROW)
+        if cols != grid.styles.grid_size_columns:
+            screen.slide_columns = cols
+            screen._fit_layout()
+            await pilot.pause(0.2)
+            for p in shown:
+                p.show(cursor, target)                       # drawn in its new room
+            await pilot.pause(0.1)
+    if screen.maximized is not None:
+        screen.maximized.show(cursor, target)                # drawn at its maximised size
         await pilot.pause(0.1)
+    legend = _short_titles(shown, cursor.info.get("models") or [])
+    if legend and cell_len(" · ".join(legend)) <= app.size.width - 2:
+        legend = [" · ".join(legend)]
+    lines = head_lines(cursor, target, app.size.width - 2) + legend
+    head.update("\n".join(lines))
+    head.styles.height = len(lines)
+    await pilot.pause(0.1)
+    _short_titles(shown, cursor.info.get("models") or [])   # a panel redrawn in the room the legend left
     return target
 
 
 async def _export(path: str, steps: list[int], panel: str | None, size, salvage: bool, cursor,
-                  theme: str, each) -> None:
+                  theme: str, each, focus: bool = False) -> None:
     """Open `path` headless once and call each(step, svg) for every 0-based step."""
     from .app import LineageApp
     app = LineageApp(path, salvage=salvage, cursor=cursor)
@@ -88,7 +174,7 @@ async def _export(path: str, steps: list[int], panel: str | None, size, salvage:
             raise RuntimeError(f"{path}: could not be opened")
         _slide_mode(app, panel)
         for step in steps:
-            shown = await _show(app, pilot, step, panel, path)
+            shown = await _show(app, pilot, step, panel, path, focus)
             each(shown, screen_svg(app, f"lineage - step {shown + 1}"))
 
 
@@ -108,11 +194,14 @@ def slide_names(steps: list[int]) -> list[str]:
     return [f"{n:0{width}d}-step{i + 1:04d}" for n, i in enumerate(steps, 1)]
 
 
-def slide_text(cursor, i: int, panel: str | None) -> str:
+def slide_text(cursor, i: int, panel: str | None, focus: bool = False) -> str:
     """The text form of what a snapshot or slide shows at 0-based step i: a panel's picture
-    carries the caption, so its text does too."""
+    carries the caption, so its text does too. `focus`: a slide of the whole screen, which
+    shows the panels its caption is about."""
     from .panels import render
     from lineage.playback.session import caption_at
+    if focus:
+        panel = slide_kind(cursor.info, i, panel)
     text = render(cursor, i, panel)
     if panel not in (None, "captions") and about(caption_at(cursor.info.get("captions") or [], i), panel):
         text += "\n" + render(cursor, i, "captions").split("\n", 2)[2]
@@ -132,9 +221,9 @@ def write_slides(path: str, out_dir: Path, cursor, panel: str | None = None, siz
     def each(i: int, svg: str) -> None:
         png, txt = out_dir / (stems[i] + ".png"), out_dir / (stems[i] + ".txt")
         write_new(png, svg_to_png(svg, scale, theme), force)
-        write_new(txt, slide_text(cursor, i, panel), force)
+        write_new(txt, slide_text(cursor, i, panel, focus=True), force)
         written.extend([png, txt])
 
     size = size or (PANEL_SIZE if panel else SCREEN_SIZE)
-    asyncio.run(_export(path, steps, panel, size, salvage, cursor, theme, each))
+    asyncio.run(_export(path, steps, panel, size, salvage, cursor, theme, each, focus=True))
     return written

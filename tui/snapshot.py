@@ -15,10 +15,28 @@ THEMES = {"dark": ("textual-dark", "#0c0c0c"), "light": ("textual-light", "#ffff
 
 def step_line(cursor, i: int) -> str:
     """The slide's head: title, step and what this step feeds (a token, or a toy memory's event)."""
+    return "  ·  ".join(head_parts(cursor, i))
+
+
+def head_parts(cursor, i: int) -> list[str]:
+    """The title, "step N / M" and what the step feeds (a token, or a toy memory's event)."""
     f = cursor.frame(i)
     tok = f.token()
     now = f"token {tok.text!r}" if tok is not None else (f.event() or "")
-    return f"{cursor.info['title']}  ·  step {i + 1} / {cursor.total}" + (f"  ·  {now}" if now else "")
+    return [cursor.info["title"], f"step {i + 1} / {cursor.total}"] + ([now] if now else [])
+
+
+def head_lines(cursor, i: int, width: int) -> list[str]:
+    """The head in lines of at most `width` cells: on one line where it fits, else the title
+    (wrapped) over the step and token, so that the step is never cut off."""
+    import textwrap
+
+    from rich.cells import cell_len
+    parts = head_parts(cursor, i)
+    line = "  ·  ".join(parts)
+    if cell_len(line) <= width:
+        return [line]
+    return textwrap.wrap(parts[0], max(10, width)) + ["  ·  ".join(parts[1:])]
 
 
 def caption_steps(info: dict, total: int) -> list[int]:

@@ -45,6 +45,11 @@ FILL_ROW = 14          # rows of panels at least this tall share the screen (no 
 
 
 class MainScreen(Screen):
+    # an export is read on a projector: each panel's title in the text colour, its border whole
+    DEFAULT_CSS = """
+    MainScreen.-slide Panel { border: round $primary; border-title-color: $foreground;
+                              border-title-style: bold; }
+    """
     ESCAPE_TO_MINIMIZE = False     # esc cancels a long jump first; action_escape minimises otherwise
     # a maximised panel keeps the step, the caption and the keys around it
     ALLOW_IN_MAXIMIZED_VIEW = "Footer, Timeline, #captionbar, #slidehead"
@@ -89,6 +94,7 @@ class MainScreen(Screen):
         self._panels: tuple = (None, ())   # (cursor, its panels): what the step workers prepare for
         self._notes_shown = 0          # how many of the cursor's notes the status line shows
         self._about = None             # the caption whose panel was last brought into view
+        self.slide_columns = None      # an export's columns (tui/headless.py: titles kept whole)
 
     # -- layout -----------------------------------------------------------------------
     def compose(self):
@@ -136,7 +142,7 @@ class MainScreen(Screen):
         grid.display = not small
         shown = sum(1 for p in grid.children if p.display)
         # no more columns than panels shown: hidden panels leave their room to the others
-        cols = max(1, min(3 if w >= 150 else 2 if w >= 100 else 1, shown))
+        cols = max(1, min(self.slide_columns or (3 if w >= 150 else 2 if w >= 100 else 1), shown))
         grid.styles.grid_size_columns = cols
         # when every row of panels gets FILL_ROW lines, the rows share the screen and heatmaps
         # grow into them; otherwise panels take their natural height and the grid scrolls
