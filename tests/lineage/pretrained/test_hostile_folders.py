@@ -180,3 +180,17 @@ def test_a_gpt2_projection_of_another_rank_is_one_line_and_no_warning(built, tmp
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         refused(path, "transformer.h.0.attn.c_attn.weight", f"has shape {shape}", "implies (108, 36)")
+
+
+def test_names_from_the_files_cannot_break_the_line_or_reach_the_terminal(built, tmp_path):
+    import torch
+    from safetensors.torch import load_file, save_file
+    path = copy(built, "gpt2", tmp_path)
+    edit(path, **{"evil\n\x1b]2;owned\x07": 1})
+    msg = refused(path, "evil\\n\\x1b]2;owned\\x07", "does not understand")
+    assert "\x1b" not in msg
+    path = copy(built, "gpt2", tmp_path / "t")
+    sd = load_file(str(path / "model.safetensors"))
+    sd["h.0.\x1b[2Jx\ny"] = torch.zeros(1)
+    save_file(sd, str(path / "model.safetensors"))
+    assert "\x1b" not in refused(path, "h.0.\\x1b[2Jx\\ny", "not part of")
