@@ -268,10 +268,11 @@ class SweepPanel(HeatmapPanel):
         super().__init__(options, **kw)
         self._sweep = Sweep()       # here, not on mount: the app may ask for a frame first
 
-    def show_sweep(self, key, i: int, history, rows: str | None, row_name=str) -> np.ndarray:
+    def show_sweep(self, key, i: int, history, rows: str | None, row_name=str, fold: str = "mean") -> np.ndarray:
         """Sweep the view's `history` (the columns of the steps up to i, values in [0, 1]) onto
         the heatmap, "now" marked and the gap after it blank; returns the (rows, steps) picture.
-        `rows` names what a row is (the axis line above the map), `row_name(r)` row r's label."""
+        `rows` names what a row is (the axis line above the map), `row_name(r)` row r's label,
+        `fold` how rows folded together are drawn (fitting.RULES; said on the map)."""
         hm = self.query_one(Heatmap)
         # as many steps as fit beside the row labels (the last row's, as a folded range: "30-31")
         last = row_name(max(history.column(i).shape[0] - 1, 0))
@@ -280,7 +281,8 @@ class SweepPanel(HeatmapPanel):
         data = self._sweep.update(key, i, lambda j: history.column(j), self.size.width - gutter, ordered=still)
         # the columns sweep: no ticks at their ends, the caret names the step now instead
         first = self._sweep.step_at(0) if still else None
-        hm.set_axes(rows, f"steps {first + 1}-{i + 1}" if still else "step, sweeping", row_name, col_ticks=False)
+        hm.set_axes(rows, f"steps {first + 1}-{i + 1}" if still else "step, sweeping", row_name, col_ticks=False,
+                    fold=fold)
         hm.whole_zoom = True        # time columns of one width: a doubled one would read as a step
         hm.set_marker(self._sweep.column_of(i), f"now, step {i + 1}")
         hm.set_data(data, "sequential", vmax=1.0, blank=self._sweep.blank(i))

@@ -81,8 +81,9 @@ class DecayPanel(SweepPanel):
         i, layer = view.step, view.layer
         per = "channel" if view.columns.column(i).shape[0] > 1 else "head"
         # one alpha per head (Gated DeltaNet): one row, the head's; per channel (KDA): a row a key channel
+        # folded, a row is the min of its channels: one that clears is never hidden by one that holds
         A = self.show_sweep((view.model, layer, view.head), i, view.columns, "key channel" if per == "channel"
-                            else "head", str if per == "channel" else (lambda r, h=view.head: str(h)))
+                            else "head", str if per == "channel" else (lambda r, h=view.head: str(h)), fold="min")
         self.set_title(f"decay · L{layer} head {view.head} · alpha per {per} · last {min(A.shape[1], i + 1)} steps")
         self._legend()
 

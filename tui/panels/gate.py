@@ -56,7 +56,8 @@ class GatePanel(SweepPanel):
         if now is None:
             self.put(self.query_one("#legend", TextBox), "no gated MLA layer here (plain MLA has no output gate)")
             return
-        G = self.show_sweep((view.model, view.layer, view.head), i, view.columns, "value channel")
+        # folded, a row is the min of its channels: one that drops what was read stays dark
+        G = self.show_sweep((view.model, view.layer, view.head), i, view.columns, "value channel", fold="min")
         self.set_title(f"gate · L{view.layer} head {view.head} · sigmoid(g_proj(x)) per channel · "
                        f"last {min(G.shape[1], i + 1)} steps")
         legend = colour_bar("sequential", 1.0, no_color=self.app.no_color)

@@ -115,12 +115,13 @@ class RoutingPanel(SweepPanel):
             # len(str(E)) + 1 of the map's width (the panel's less its border and padding)
             cols = max(16, self.size.width - 4 - len(str(E)) - 1)
             hm.set_axes(f"experts, {cols} a row, each labelled by its first", "expert in the row",
-                        lambda r: str(r * cols))
+                        lambda r: str(r * cols), fold="max")
             hm.set_data(strip(view.now, E, cols), "sequential", vmax=1.0)
             self.set_title(f"routing · L{layer} · {moe.top_k} of {E} experts + {moe.n_shared} shared · "
                            "bright: this token, dim: load")
         else:
-            self.show_sweep((view.model, layer), view.step, view.weights, "expert")     # (experts, steps)
+            # folded, a row is the max of its experts: a chosen expert is never dimmed by an idle one
+            self.show_sweep((view.model, layer), view.step, view.weights, "expert", fold="max")     # (experts, steps)
             self.set_title(f"routing · L{layer} · {moe.top_k} of {E} experts + {moe.n_shared} shared")
         self._legend(view.now)
 

@@ -93,7 +93,9 @@ class StatePanel(HeatmapPanel):
         data = view.data[None, :] if view.quantity == "error" else view.data      # the error: one row (1, V)
         hm = self.query_one(Heatmap)
         # S reads k S: a row per key channel, a column per value channel; the error is one row
-        hm.set_axes(None if view.quantity == "error" else "key channel", "value channel")
+        # folded, a cell is its block's largest |value| (with its sign): a strong entry is not
+        # averaged away by neighbours of the other sign
+        hm.set_axes(None if view.quantity == "error" else "key channel", "value channel", fold="absmax")
         vmax = self._shared_vmax() if self.options.get("colour_range") == "shared" else None
         hm.set_data(data, "diverging", vmax=vmax)
         what = {"S": "S", "dS": "delta S (last write)", "error": "v - read-back"}[view.quantity]

@@ -1,6 +1,7 @@
 """Where a matrix sits in a heatmap of width x height cells: how large each value is drawn,
 whether it prints its numbers, and how it folds when it is larger than the room (each drawn
-row or column the mean of several: `fold`). Pure functions of sizes and arrays, no Textual.
+row or column stands for several, by a rule the map names: `fold`). Pure functions of sizes
+and arrays, no Textual.
 """
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ TEXT_CELL = 8              # columns a printed value needs, with the cursor's br
 class Fit:
     """How a (rows, cols) matrix sits in the widget: `text` cells of cw x ch print values;
     otherwise picture column x draws drawn column xs[x] and pixel row p (two per line with half
-    blocks) drawn row ys[p]. A drawn column is the mean of `fold` matrix columns and a drawn row
-    the mean of `rfold` rows (1 and 1: the matrix itself) when the matrix is larger than the
-    widget. `zoom` is how many columns a value gets (fractional: a 32-wide state in 62 columns
-    draws most values two wide, a few one)."""
+    blocks) drawn row ys[p]. A drawn column stands for `fold` matrix columns and a drawn row for
+    `rfold` rows (1 and 1: the matrix itself) when the matrix is larger than the widget (how:
+    `fold`'s rule). `zoom` is how many columns a value gets (fractional: a 32-wide state in 62
+    columns draws most values two wide, a few one)."""
     text: bool = False
     cw: int = 1
     ch: int = 1
@@ -45,13 +46,17 @@ def folds(rows: int, cols: int, width: int, pixels: int) -> tuple[int, int]:
     return max(1, -(-rows // max(pixels, 1))), max(1, -(-cols // max(width, 1)))
 
 
-def fit(rows: int, cols: int, width: int, height: int, per: int = 2, whole: bool = False) -> Fit:
+def fit(rows: int, cols: int, width: int, height: int, per: int = 2, whole: bool = False,
+        fill: bool = False) -> Fit:
     """The largest picture of a rows x cols matrix in width x height cells (per: pixel rows per
     line). A value stays about square: a terminal cell is about twice as tall as wide, so with
     half blocks (per 2) a value is as many pixel rows as columns, with one glyph a line (per 1)
-    twice as many columns as lines. `whole`: magnify by whole numbers only (a sweep's time axis).
-    Too large a matrix is folded (each drawn row or column the mean of rfold or fold), drawn
-    one pixel a drawn value."""
+    twice as many columns as lines. `whole`: a sweep, whose columns are steps: they magnify by
+    whole numbers only, and its rows need not be square. Too large a matrix is folded (each
+    drawn row or column stands for rfold or fold of the matrix's).
+    `fill`: the height is the widget's own (a panel sharing the screen, maximised), so what
+    need not be square (a folded axis, a sweep's rows) stretches to fill it rather than leave
+    blank lines; without it (a height still being chosen) such a picture takes what it needs."""
     width, height = max(width, 1), max(height, 1)
     if rows <= 0 or cols <= 0:
         return Fit()
@@ -64,27 +69,40 @@ def fit(rows: int, cols: int, width: int, height: int, per: int = 2, whole: bool
         cw = min(width // cols, max(TEXT_CELL, 2 * ch))
         return Fit(text=True, cw=cw, ch=ch, xs=np.arange(cols), ys=np.arange(rows))
     pixels = per * height
-    if cols > width or rows > pixels:
-        rfold, fold = folds(rows, cols, width, pixels)
-        return Fit(fold=fold, rfold=rfold, xs=np.arange(-(-cols // fold)), ys=np.arange(-(-rows // rfold)))
+    rfold, fold = folds(rows, cols, width, pixels)
+    R, C = -(-rows // rfold), -(-cols // fold)           # the drawn (folded) matrix
     aspect = 2 // per                      # columns per pixel row of a square
-    zy = min(pixels / rows, width / cols / aspect)
+    zy = min(pixels / R, width / C / aspect)
     if zy < 1:                             # one glyph a line: not room for square values
-        zy, zx = 1.0, min(width / cols, aspect)
+        zy, zx = 1.0, min(width / C, aspect)
     else:
         zx = aspect * zy
+    if rfold > 1 or fold > 1:              # a folded value is not square anyway: fill the width
+        zx = width / C
     if whole or zx < 1.25:                 # a few doubled columns would read as data
         zx = float(int(zx))
         zy = max(1.0, zx / aspect)
-    w, p = min(width, int(cols * zx)), min(pixels, int(rows * zy))
-    return Fit(zoom=zx, xs=_spread(cols, w), ys=_spread(rows, p))
+    if fill and (rfold > 1 or fold > 1 or whole):
+        zy = pixels / R                    # rows stretch to the height there is
+        if zy < 1.25:                      # a few doubled rows would read as data too
+            zy = 1.0
+    w, p = min(width, int(C * zx)), min(pixels, int(R * zy))
+    return Fit(zoom=zx, fold=fold, rfold=rfold, xs=_spread(C, w), ys=_spread(R, p))
 
 
-def fold(data: np.ndarray, rfold: int, cfold: int, blank=()) -> tuple[np.ndarray, np.ndarray]:
-    """The mean of every rfold x cfold block of data (the last blocks may be smaller), leaving
+RULES = {"mean": "mean", "max": "max", "min": "min", "absmax": "largest |value|"}
+
+
+def fold(data: np.ndarray, rfold: int, cfold: int, blank=(), how: str = "mean") -> tuple[np.ndarray, np.ndarray]:
+    """Every rfold x cfold block of data (the last blocks may be smaller) as one value, leaving
     out the `blank` columns, and where a block holds only blank columns; both
-    (ceil(rows / rfold), ceil(cols / cfold)). A NaN in a block makes its mean NaN: a value that
-    is not a number is never averaged away."""
+    (ceil(rows / rfold), ceil(cols / cfold)). `how`: the block's mean, max, min, or the value
+    of largest magnitude with its sign (absmax). A map chooses the rule that keeps what it is
+    read for: routing the max (a token's expert is never dimmed by an idle neighbour), decay the
+    min (a channel that clears is never hidden by one that holds), a state its largest |value|.
+    A NaN in a block makes it NaN: a value that is not a number is never folded away."""
+    if how not in RULES:
+        raise ValueError(f"fold rule {how!r}: one of {', '.join(RULES)}")
     rows, cols = data.shape
     R, C = -(-rows // rfold), -(-cols // cfold)
     keep = np.zeros((R * rfold, C * cfold), dtype=bool)
@@ -92,10 +110,26 @@ def fold(data: np.ndarray, rfold: int, cfold: int, blank=()) -> tuple[np.ndarray
     keep[:, list(blank)] = False
     vals = np.zeros(keep.shape)
     vals[:rows, :cols] = data
-    vals = np.where(keep, vals, 0.0)
-    total = vals.reshape(R, rfold, C, cfold).sum(axis=(1, 3))          # (R, C)
-    count = keep.reshape(R, rfold, C, cfold).sum(axis=(1, 3))          # (R, C)
-    return total / np.maximum(count, 1), count == 0
+
+    def blocks(a):                                                     # (R, C, rfold * cfold)
+        return a.reshape(R, rfold, C, cfold).transpose(0, 2, 1, 3).reshape(R, C, rfold * cfold)
+
+    v, k = blocks(vals), blocks(keep)
+    count = k.sum(axis=2)                                              # (R, C)
+    nan = (np.isnan(v) & k).any(axis=2)
+    v = np.where(k & ~np.isnan(v), v, 0.0)
+    if how == "mean":
+        out = v.sum(axis=2) / np.maximum(count, 1)
+    elif how == "max":
+        out = np.where(k, v, -np.inf).max(axis=2)
+    elif how == "min":
+        out = np.where(k, v, np.inf).min(axis=2)
+    else:
+        at = np.where(k, np.abs(v), -1.0).argmax(axis=2)
+        out = np.take_along_axis(v, at[..., None], axis=2)[..., 0]
+    out = np.where(count == 0, 0.0, out)
+    out[nan] = np.nan
+    return out, count == 0
 
 
 def span(first: str, last: str) -> str:

@@ -9,13 +9,15 @@ when its panel is maximised, other panels are hidden or the terminal is larger. 
 per `set_data` and cached. Without colour (NO_COLOR) every value becomes a glyph whose shape
 carries sign and magnitude, and printed values take one line a row.
 
-A matrix larger than the widget is folded, never sampled: every drawn row (column) is the mean
-of `rfold` (`fold`) neighbouring rows (columns), so every value counts in the picture, and the
-map says so where it is read: the axis line above it ("↓ expert, each row the mean of 2"), and
-the tick labels at its ends give the ranges ("0-1" ... "30-31"). The cursor still moves one
-value at a time, and the panel's legend prints the value under it. One rule for every heatmap
-panel (state, decay, routing, gate): the mean, because it neither invents a value nor lets one
-extreme speak for its neighbours (a max would hide a decay channel that clears).
+A matrix larger than the widget is folded, never sampled: every drawn row (column) stands for
+`rfold` (`fold`) neighbouring rows (columns), so every value counts in the picture, and the
+map says so where it is read: the axis line ("↓ expert, 2 per row, max shown"), and the tick
+labels give the ranges ("0-1" ... "30-31"). How a block becomes one value is the panel's
+choice, named on the map (`fitting.fold`): the one that never loses what the map is read for
+(routing the max: a chosen expert stays lit; decay the min: a clearing channel stays dark; a
+state the largest |value|: a strong entry is not averaged out by its neighbours' signs). The
+folded rows stretch to the height the panel has. The cursor still moves one value at a time,
+and the panel's legend prints the value under it.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from .. import palette
-from .fitting import Fit, fit, fold, folds, span
+from .fitting import RULES, Fit, fit, fold, folds, span
 
 CURSOR = Style(color="#ffffff", bold=True)
 NOW = {True: Style(color="#ffaf00", bold=True), False: Style(color="#af5f00", bold=True)}   # dark theme, light
@@ -39,6 +41,7 @@ AXIS = Style(dim=True)     # axis names and tick labels: read, not looked at
 _PLAIN = Style()
 _REVERSE = Style(reverse=True)
 BLANK = -2                 # a cell drawn as background: the gap a sweep leaves after "now"
+TICK_EVERY = 4             # lines from one row tick to the next on a map of colour
 
 
 class Heatmap(Widget, can_focus=True):
@@ -83,17 +86,22 @@ class Heatmap(Widget, can_focus=True):
         self.col_axis: str | None = None
         self.row_name = str
         self.col_ticks = True
+        self.fold_rule = "mean"          # how a folded block becomes one value (fitting.RULES)
         self._head, self._gutter = 0, 0  # lines above the map (the rows' name), columns left of it
         self._beside = True              # the rows' name is beside the map (else above it)
         self._ticks: list[str] = []      # the gutter's text beside each map line
 
     # -- data -------------------------------------------------------------------------
-    def set_axes(self, rows: str | None, cols: str | None, row_name=str, col_ticks: bool = True) -> None:
+    def set_axes(self, rows: str | None, cols: str | None, row_name=str, col_ticks: bool = True,
+                 fold: str = "mean") -> None:
         """Name the axes (None: that axis has no label line, e.g. a single row). `row_name(r)`:
-        the tick label of matrix row r (default its number)."""
-        new = (rows, cols, row_name, col_ticks)
-        if new != (self.row_axis, self.col_axis, self.row_name, self.col_ticks):
-            self.row_axis, self.col_axis, self.row_name, self.col_ticks = new
+        the tick label of matrix row r (default its number). `fold`: how rows or columns
+        folded together become one drawn value (fitting.RULES), said on the map."""
+        if fold not in RULES:
+            raise ValueError(f"fold rule {fold!r}: one of {', '.join(RULES)}")
+        new = (rows, cols, row_name, col_ticks, fold)
+        if new != (self.row_axis, self.col_axis, self.row_name, self.col_ticks, self.fold_rule):
+            self.row_axis, self.col_axis, self.row_name, self.col_ticks, self.fold_rule = new
             self.refresh(layout=True)
             if self._strips:
                 self._build()
@@ -151,14 +159,14 @@ class Heatmap(Widget, can_focus=True):
             self.refresh(Region(ox + int(xs[0]), oy + y, int(xs[-1] - xs[0] + 1), 1))
 
     def _index(self, f: Fit) -> np.ndarray:
-        """The colour steps of what is drawn under fit f: the matrix folded (its block means)."""
+        """The colour steps of what is drawn under fit f: the matrix folded by the map's rule."""
         if not self.data.size:
             return np.zeros((0, 0), dtype=np.int64)
         if f.fold == 1 and f.rfold == 1:
             values, empty = self.data, np.zeros(self.data.shape, dtype=bool)
             empty[:, self.blank] = True
         else:
-            values, empty = fold(self.data, f.rfold, f.fold, self.blank)
+            values, empty = fold(self.data, f.rfold, f.fold, self.blank, self.fold_rule)
         if self.scale == "diverging":
             idx = palette.diverging_index(values, self.vmax)
         else:
@@ -186,8 +194,9 @@ class Heatmap(Widget, can_focus=True):
         return span(str(a), str(min(self.data.shape[1], a + f.fold) - 1))
 
     def _gutter_texts(self, f: Fit, beside: bool) -> list[str]:
-        """The row labels left of each map line: the first and last rows' (every row of printed
-        values), with the rows' axis name before the first (`beside`) and how they fold under it."""
+        """The row labels left of each map line: the first and last rows' and every
+        TICK_EVERY-th line's between (every row of printed values), with the rows' axis name
+        before the first (`beside`) and how they fold under it."""
         n = self._lines_for(f)
         texts = [""] * n
         if not self.row_axis or not n or not len(f.ys):
@@ -199,6 +208,11 @@ class Heatmap(Widget, can_focus=True):
             first = mid
         else:
             texts[0], texts[-1] = self.row_label(int(f.ys[0]), f), self.row_label(int(f.ys[-1]), f)
+            # every TICK_EVERY lines a tick between them (the rows of the line's upper pixel), so
+            # a lit row can be read off the map ("e14"), not counted down from the top
+            per = self._per()
+            for y in range(TICK_EVERY, n - 2, TICK_EVERY):
+                texts[y] = self.row_label(int(f.ys[y * per]), f)
             if n == 1:                            # one line holds every row: their range
                 a, b = int(f.ys[0]) * f.rfold, min(self.data.shape[0], (int(f.ys[-1]) + 1) * f.rfold) - 1
                 texts[0] = span(self.row_name(a), self.row_name(b))
@@ -207,16 +221,20 @@ class Heatmap(Widget, can_focus=True):
             texts[first] = f"↓ {self.row_axis} {texts[first]}"
             if f.rfold > 1:
                 if n >= 3:
-                    texts[1] = f"(mean of {f.rfold})"
+                    texts[1] = f"({self.folded(f.rfold)})"
                 else:
-                    texts[first] += f" (mean of {f.rfold})"
+                    texts[first] += f" ({self.folded(f.rfold)})"
         return texts
 
     def head_lines(self, f: Fit, beside: bool) -> list[str]:
         """The rows' axis name above the map, where it is not beside it."""
         if beside or not self.row_axis:
             return []
-        return [f"↓ {self.row_axis}" + (f", each row the mean of {f.rfold}" if f.rfold > 1 else "")]
+        return [f"↓ {self.row_axis}" + (f", {self.folded(f.rfold)}" if f.rfold > 1 else "")]
+
+    def folded(self, n: int, per: str = "row") -> str:
+        """How n rows (columns) fold into one drawn row (column): "2 per row, max shown"."""
+        return f"{n} per {per}, {RULES[self.fold_rule]} shown"
 
     def _foot(self) -> int:
         return 1 if self.col_axis or self.marker is not None else 0
@@ -225,10 +243,11 @@ class Heatmap(Widget, can_focus=True):
     def _per(self) -> int:
         return 1 if self.app.no_color else 2
 
-    def _fit_for(self, width: int, height: int) -> tuple[Fit, bool, int]:
+    def _fit_for(self, width: int, height: int, fill: bool = True) -> tuple[Fit, bool, int]:
         """(fit, whether the rows' name goes beside the map, gutter columns) for width x height.
         Beside the map the name costs columns, above it a line: whichever folds less, beside
-        where both fold alike (a sweep: whichever folds its steps less first)."""
+        where both fold alike (a sweep: whichever folds its steps less first). `fill`: the
+        height is the widget's (folded rows stretch into it), not one being measured."""
         rows, cols = self.data.shape
         per, foot = self._per(), self._foot()
         best = None
@@ -238,7 +257,7 @@ class Heatmap(Widget, can_focus=True):
             rfold = folds(rows, cols, width, per * max(h, 1))[0]
             probe = Fit(rfold=rfold, ys=np.arange(-(-rows // rfold))) if rows else Fit()
             gutter = self._gutter_width(probe, beside)
-            f = fit(rows, cols, width - gutter, h, per, self.whole_zoom)
+            f = fit(rows, cols, width - gutter, h, per, self.whole_zoom, fill)
             gutter = self._gutter_width(f, beside)
             # a sweep's columns are steps: folding two steps into one column would read as one
             cost = (f.fold, f.rfold, 0 if beside else 1) if self.whole_zoom else (f.rfold * f.fold, 0 if beside else 1)
@@ -282,7 +301,7 @@ class Heatmap(Widget, can_focus=True):
         extra = (1 if self.row_axis else 0) + self._foot()
         cap = self.max_lines if self.max_lines is not None else max(8, viewport.height - 10)
         cap = max(cap, -(-self.data.shape[0] // self._per()) + extra)
-        f, beside, _ = self._fit_for(width, cap)
+        f, beside, _ = self._fit_for(width, cap, fill=False)
         lines = max(1, self._lines_for(f)) + len(self.head_lines(f, beside)) + self._foot()
         # never shorter than the tallest picture shown at this width: `t` (S to the one-row
         # error and back) or another layer's shape must not reflow every panel below this one
@@ -407,7 +426,7 @@ class Heatmap(Widget, can_focus=True):
         with their name between them, and the marker's caret with its text."""
         f, ox = self.fit, self._offset()[0]
         placed = []
-        name = (f"→ {self.col_axis}" + (f" (mean of {f.fold})" if f.fold > 1 else "")) if self.col_axis else ""
+        name = (f"→ {self.col_axis}" + (f" ({self.folded(f.fold, 'column')})" if f.fold > 1 else "")) if self.col_axis else ""
         right = ox + f.width                     # where the next free column is
         if self.col_axis and self.col_ticks and len(f.xs):
             if f.text:
