@@ -8,10 +8,10 @@ chunks of C tokens every intermediate is C rows; what grows with the prompt is o
 model must keep (softmax and MLA caches), which `lineage.arithmetic.model_memory` counts."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import torch
-from torch import Tensor
+if TYPE_CHECKING:        # torch only where a prefill runs: `validate` budgets one with activation_bytes
+    from torch import Tensor
 
 CHUNK = 4096        # tokens per pass: past ~2K a pass is matmul bound, so larger chunks buy little
 
@@ -25,6 +25,7 @@ def prefill(model, ids: Tensor, state=None, chunk: int = CHUNK,
     T = ids.shape[1]
     if T == 0:
         raise ValueError("nothing to prefill: no tokens")
+    import torch
     logits = None
     with torch.inference_mode():
         for lo in range(0, T, chunk):

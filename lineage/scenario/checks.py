@@ -9,6 +9,7 @@ from pathlib import Path
 from ..arithmetic import DTYPE_BYTES, count, model_memory
 from ..did_you_mean import did_you_mean
 from ..figures import figure_steps
+from ..prefill import activation_bytes
 from ..presets import PRESETS
 from .build import build_config, pretrained_dir
 from .panels import LAYER_PANELS, MEMORY_PANELS, NEEDS, mixer_kinds, panel_layers
@@ -17,7 +18,8 @@ from .schema import MQAR, Scenario, TopicShift, TwoFacts
 from .tasks import generate
 
 
-MAX_SCENARIO_BYTES = 3 << 29       # 1.5 GiB: every model's weights, state and cache at the last step
+MAX_SCENARIO_BYTES = 3 << 29       # 1.5 GiB: every model's weights, state and cache at the last step,
+                                   # plus the widest moment of the prefill
 
 
 def resident_bytes(cfgs: list, dtype: str, steps: int) -> int:
@@ -31,18 +33,42 @@ def resident_bytes(cfgs: list, dtype: str, steps: int) -> int:
     return total
 
 
+def prefill_bytes(cfgs: list, dtype: str, tokens: int) -> int:
+    """The transient peak of reading `tokens` tokens at once (lineage.prefill.activation_bytes):
+    the models prefill one after another, so the widest one's, not the sum. Zero without a prefill."""
+    if tokens <= 0:
+        return 0
+    return max(activation_bytes(cfg, tokens, DTYPE_BYTES[dtype]) for cfg in cfgs)
+
+
+def _check_budget(sc: Scenario, toys: list, loc: Located, problems: list, base_dir: Path | None) -> None:
+    """Weights, state and cache at the last step, plus the prefill's activations, within
+    MAX_SCENARIO_BYTES: `validate` and `record` both come here, so what validates records.
+    Without the prefill's share, a k3-mini scenario with prefill: 99800 validated."""
+    prefill = sc.decoding.prefill
+    kept = resident_bytes(toys, sc.dtype, (total_steps(sc, base_dir) or 0) + prefill)
+    act = prefill_bytes(toys, sc.dtype, prefill)
+    if kept + act <= MAX_SCENARIO_BYTES:
+        return
+    limit = f"limit {MAX_SCENARIO_BYTES / 2**30:.1f} GiB"
+    if kept <= MAX_SCENARIO_BYTES:      # the prefill is what tips it over: say so where it is set
+        problems.append(loc.problem(("decoding", "prefill"),
+                                    f"reading {prefill:,} tokens at once needs {act / 2**30:.2f} GiB of activations "
+                                    f"on top of {kept / 2**30:.2f} GiB of weights, state and cache ({limit}): "
+                                    "a smaller prefill, or fewer or smaller models"))
+        return
+    problems.append(loc.problem(("models",) if sc.models is not None else ("model",),   # 8 gpt2-small reached 4 GB
+                                f"the scenario's models would hold {kept / 2**30:.1f} GiB of weights, state "
+                                f"and cache by its last step ({limit}): fewer or smaller models, or fewer steps"))
+
+
 def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) -> None:
     """Checks across fields: presets, overrides, layer indices, panels against the model."""
     cfgs = [build_config(s, sc.model_path(i), loc, problems, base_dir) for i, s in enumerate(sc.model_specs)]
     specs = sc.model_specs
     toys = [c for c, s in zip(cfgs, specs) if s.pretrained is None]      # a checkpoint is as big as it is
     if all(c is not None for c in cfgs) and toys and sc.input is not None:
-        need = resident_bytes(toys, sc.dtype, (total_steps(sc, base_dir) or 0) + sc.decoding.prefill)
-        if need > MAX_SCENARIO_BYTES:   # the per-model limit alone let 8 gpt2-small reach 4 GB
-            problems.append(loc.problem(("models",) if sc.models is not None else ("model",),
-                                        f"the scenario's models would hold {need / 2**30:.1f} GiB of weights, state "
-                                        f"and cache by its last step (limit {MAX_SCENARIO_BYTES / 2**30:.1f} GiB): "
-                                        "fewer or smaller models, or fewer steps"))
+        _check_budget(sc, toys, loc, problems, base_dir)
     if sc.input is not None:
         _check_positions(sc, cfgs, loc, problems, base_dir)
     memories = [s.memory is not None for s in specs]
