@@ -21,12 +21,13 @@ LIMITS = {"tokenizer.json": 64 << 20, "tiktoken.model": 16 << 20, "tokenizer_con
 
 
 class HFTokenizer:
-    def __init__(self, tok, source: str):
-        self.tok, self.source = tok, source
+    def __init__(self, tok, source: str, path: Path | None = None):
+        self.tok, self.source, self.path = tok, source, path or Path(source)
         self.vocab_size = tok.get_vocab_size()
 
     def encode(self, text: str) -> list[int]:
-        return list(self.tok.encode(text, add_special_tokens=False).ids)
+        # a file can load and still fail on some text (an unk_token not in its vocabulary)
+        return through_library(self.path, "tokenizers", lambda: list(self.tok.encode(text, add_special_tokens=False).ids))
 
     def decode(self, ids) -> str:
         return self.tok.decode([int(i) for i in ids], skip_special_tokens=False)
@@ -103,11 +104,25 @@ def _shown(b: bytes) -> str:
     return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
+# text every tokenizer must encode and decode at its load: letters, digits, runs of spaces, a
+# newline, accented and Han characters. A file that loads but fails on this (an unk_token missing
+# from its vocabulary) is refused there, not at the first step
+PROBE = "The capital of France is Paris, 1234.\n  caf\u00e9 \u6587\u5b57 ~"
+
+
+def working(tok, path: Path, library: str):
+    """`tok`, once it has encoded and decoded PROBE and shown a token."""
+    through_library(path, library, lambda: (tok.decode(tok.encode(PROBE)), tok.token_str(0)))
+    return tok
+
+
 def through_library(path: Path, library: str, make):
     """`make()`, a library reading `path`; what it raises, a Rust panic included, as one line
     naming the file (KeyboardInterrupt and SystemExit pass)."""
     try:
         return make()
+    except PretrainedError:
+        raise
     except BaseException as e:
         if not isinstance(e, Exception) and not is_panic(e):
             raise
@@ -182,7 +197,7 @@ def load_tokenizer(root: Path) -> HFTokenizer | TiktokenTokenizer | None:
     try:
         if present(root / "tiktoken.model") and not present(root / "tokenizer.json"):
             try:
-                return TiktokenTokenizer(root)
+                return working(TiktokenTokenizer(root), root / "tiktoken.model", "tiktoken")
             except ImportError:     # the library is optional: ids stay ids
                 return None
         try:
@@ -192,14 +207,15 @@ def load_tokenizer(root: Path) -> HFTokenizer | TiktokenTokenizer | None:
         if present(root / "tokenizer.json"):
             path = root / "tokenizer.json"
             text = _text(path, read(path))
-            return HFTokenizer(through_library(path, "tokenizers", lambda: tokenizers.Tokenizer.from_str(text)),
-                               "tokenizer.json")
+            tok = through_library(path, "tokenizers", lambda: tokenizers.Tokenizer.from_str(text))
+            return working(HFTokenizer(tok, "tokenizer.json", path), path, "tokenizers")
         if present(root / "vocab.json") and present(root / "merges.txt"):
             for name in ("vocab.json", "merges.txt"):    # checked to be regular and bounded; the library reads them
                 read(root / name)
             bpe = through_library(root / "vocab.json", "tokenizers (with merges.txt)", lambda: (
                 tokenizers.ByteLevelBPETokenizer(str(root / "vocab.json"), str(root / "merges.txt"))))
-            return HFTokenizer(bpe, "vocab.json + merges.txt")
+            return working(HFTokenizer(bpe, "vocab.json + merges.txt", root / "vocab.json"), root / "vocab.json",
+                           "tokenizers (with merges.txt)")
     except PretrainedError:
         raise
     except BaseException as e:  # the libraries raise their own kinds for a broken file, Rust panics too

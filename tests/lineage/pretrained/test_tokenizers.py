@@ -147,3 +147,13 @@ def test_vocab_and_merges_are_bounded_regular_files(tmp_path, name):
     _sparse(tmp_path / name, 100 << 20)
     with pytest.raises(PretrainedError, match=f"{name}: cannot be read .file is 104,857,600 bytes .limit"):
         load_tokenizer(tmp_path)
+
+
+def test_a_tokenizer_that_loads_but_cannot_encode_is_refused_at_its_load(tmp_path):
+    """An unk_token missing from the vocabulary: the file parses, and the first encode of text
+    with an unknown character fails (found by the fuzz test)."""
+    tokenizers = pytest.importorskip("tokenizers")
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE(vocab={"a": 0, "b": 1}, merges=[], unk_token=""))
+    (tmp_path / "tokenizer.json").write_text(tok.to_str())
+    with pytest.raises(PretrainedError, match="tokenizer.json: tokenizers refused it .Unk token"):
+        load_tokenizer(tmp_path)
