@@ -24,6 +24,9 @@ one line (the app shows it in its status line, `snapshot` on stderr). A cache th
 written (a full disk, its folder removed while the app runs) never stops a session: the entry is
 abandoned, its partial deleted, and a note says so.
 
+An entry that outgrows the whole budget (BUDGET) while it is written is abandoned the same way,
+with one note: kept, it would only be evicted whole by the next write.
+
 The app uses the same entries (`open_scenario`): a scenario seen before opens on its cached
 frames without waiting for PyTorch, and a session's frames are kept as it makes them.
 """
@@ -39,6 +42,7 @@ import threading
 import time
 from pathlib import Path
 
+from ..arithmetic import fmt_bytes
 from ..files import publish as publish_file
 from ..files import read_regular, write_new
 from ..scenario.checks import total_steps
@@ -382,6 +386,18 @@ class _Entry(TraceWriter):
                 super().write(frame)
             except (OSError, ValueError) as e:
                 self._abandon(e)
+                return
+            if self._end > BUDGET:
+                self._too_big()
+
+    def _too_big(self) -> None:
+        """An entry past the whole budget would be published only to be evicted whole by the
+        next write (a 1.42 GB one was): stop now, drop what was written, and say so once. The
+        newest entry goes last, so one within the budget always survives the next tidy."""
+        self._abandon(None)
+        self.problem = (f"trace cache: this run's frames are not kept (by step {self.frames:,} they pass the "
+                        f"cache's {fmt_bytes(BUDGET)} budget)")
+        _failed(self.problem, self.notes)
 
     def close(self) -> None:
         """The footer, and the file closed (not published: calling the entry does that)."""
@@ -394,13 +410,16 @@ class _Entry(TraceWriter):
     def _publish(self) -> None:
         pass
 
-    def _abandon(self, e: Exception) -> None:
+    def _abandon(self, e: Exception | None) -> None:
+        """Stop writing and delete the partial; `e`, the failed write (None: the caller says why)."""
         self.abandoned = True
         try:
             self._f.close()
         except OSError:
             pass
         self._drop()
+        if e is None:
+            return
         gone = not os.path.isdir(self.where)
         self.problem = "trace cache: this run's frames are not kept (" + \
             ("its folder was removed)" if gone else f"{getattr(e, 'strerror', None) or e})")
