@@ -37,10 +37,12 @@ class CaptionsPanel(TextPanel):
     kind = "captions"
     prepare = staticmethod(prepare)
     lines = staticmethod(lines)
-    # the colour is the theme's (CSS), not a fixed yellow: legible on light themes too
+    # the colour is the theme's (CSS), not a fixed yellow; on a light theme the text colour, which
+    # reads on a projector (the theme's own warning text is too pale there)
     DEFAULT_CSS = """
     CaptionsPanel { height: auto; max-height: 12; min-height: 3; border: tall $accent 50%;
                     color: $text-warning; background: $boost; text-style: bold; }
+    CaptionsPanel:light { color: $foreground; }
     CaptionsPanel.-quiet { color: $text-muted; text-style: italic; }
     """
     STEADY = False         # a short note after a long one gives the panels their room back

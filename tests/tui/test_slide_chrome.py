@@ -1,0 +1,80 @@
+"""Exports of the whole screen are pictures, not screenshots of the app: no window title or
+transport, titles whole and in the text colour, the step never cut from the head, and a deck
+of the whole screen shows the panels each caption is about."""
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+
+import tui.headless
+from tui.cli import main
+
+
+def _svg(tmp_path, *args) -> str:
+    out = tmp_path / "s.svg"
+    assert main(["snapshot", *args, "-o", str(out)]) == 0
+    return _read(out)
+
+
+def _read(path) -> str:
+    return html.unescape(path.read_text()).replace("\xa0", " ")
+
+
+def _fills(svg: str) -> dict[str, str]:
+    """Each text run of the SVG and the colour it is drawn in."""
+    styles = dict(re.findall(r"\.(\S+-r\d+) \{([^}]*)\}", svg))
+    runs = re.findall(r'<text class="([^"]+)"[^>]*>([^<]*)<', svg)
+    return {text.strip(): re.search(r"fill: (#[0-9a-f]+)", styles.get(c, "fill: #000000")).group(1)
+            for c, text in runs if text.strip()}
+
+
+def test_a_snapshot_of_the_screen_has_no_app_chrome(tmp_path):
+    svg = _svg(tmp_path, "fig5_gating", "--step", "9")
+    assert "fig5_gating.yaml" not in svg          # the app header's sub-title
+    assert "paused" not in svg and "1/s" not in svg     # the transport
+    assert "step 9 / 25" in svg and "separator (g = -5)" in svg
+    assert "…" not in svg                         # no title cut
+    # the long model name that a title cannot hold is named whole, in a legend, by its number
+    assert "model 2: gated delta rule (alpha = e^-5 at the separator)" in svg
+    assert "state · model 2 · L0 gated_delta · head 0/1 · S" in svg
+
+
+def test_panel_titles_are_drawn_in_the_text_colour(tmp_path):
+    fills = _fills(_svg(tmp_path, "fig5_gating", "--step", "9"))
+    text = fills["Figure 5: gating clears the desk  ·  step 9 / 25  ·  separator (g = -5)"]
+    assert fills["recall"] == fills["tokens"] == text     # not the border's dim teal
+
+
+def test_a_light_slide_has_a_dark_caption(tmp_path):
+    fills = _fills(_svg(tmp_path, "fig5_gating", "--step", "17", "--panel", "recall", "--theme", "light"))
+    caption = next(c for t, c in fills.items() if t.startswith("Topic B in."))
+    r, g, b = (int(caption[i:i + 2], 16) for i in (1, 3, 5))
+    assert 0.2126 * r + 0.7152 * g + 0.0722 * b < 80, caption     # dark on the light page
+
+
+def test_a_long_title_never_cuts_the_step_from_the_head(tmp_path):
+    svg = _svg(tmp_path, "lineage_compare", "--step", "60", "--panel", "state")
+    assert "step 60 / 64" in svg and "Mamba-2 (trained)" in svg
+
+
+@pytest.fixture
+def deck(tmp_path, monkeypatch):
+    """`lineage slides` with each PNG written as its SVG, so the test can read it."""
+    monkeypatch.setattr(tui.headless, "svg_to_png", lambda svg, scale=1.0, theme="dark": svg.encode())
+    return tmp_path / "deck"
+
+
+def test_a_deck_of_the_whole_screen_shows_each_captions_panels(deck):
+    assert main(["slides", "fig5_gating", "-o", str(deck)]) == 0
+    slides = {p.stem: _read(p) for p in deck.glob("*.png")}
+    assert sorted(slides) == ["01-step0008", "02-step0009", "03-step0017", "04-step0025"]
+    first = slides["01-step0008"]                   # "the state is full": the two state panels
+    assert "delta rule (alpha = 1) · L0 delta" in first and "L0 gated_delta" in first
+    assert "reads, error" not in first and "write k1 -> v8" in first and "the state is full" in first
+    assert "paused" not in first and "fig5_gating.yaml" not in first
+    recall = slides["03-step0017"]                  # "Topic B in": the recall panel
+    assert "reads, error" in recall and "key channel" not in recall and "Topic B in." in recall
+    text = (deck / "01-step0008.txt").read_text()
+    assert "the state is full" in text and "reads, error" not in text
