@@ -2,7 +2,8 @@
 N steps before it again each time (300 steps of the tour: 2-3 s, and the PyTorch import).
 
 An entry is a trace file in the cache's own folder, named by a key over everything the frames
-depend on: the scenario's text, the directory it is read from and the size and time of any
+depend on: the scenario's text, the directory it is read from, the contents of its input file
+(`input: {file: ...}`: edited, the same YAML makes other frames), the size and time of any
 checkpoint it names, the source of the code that makes frames (lineage/ and kernels/), and the
 settings that choose device and backend. An entry is read as a stranger's trace would be (the
 trace reader checks every record it reads), then held to the scenario: its header must carry the
@@ -184,6 +185,10 @@ def key(sc: Scenario) -> str:
     h = hashlib.sha256()
     base = sc.base_dir
     h.update((sc.text or "").encode() + b"\0" + str(base).encode() + b"\0" + _code_digest().encode())
+    if sc.input is not None and sc.input.file is not None:
+        # the file's text as the scenario read it at load (input.text), not the file now: the
+        # frames are made of that text, and the YAML naming the file stays the same when it is edited
+        h.update(b"input.file\0" + hashlib.sha256((sc.input.text or "").encode()).digest())
     for name in _checkpoints(sc.model_dump()):
         path = Path(name) if Path(name).is_absolute() or base is None else base / name
         try:                   # a checkpoint directory: each of its files (config, shards, tokenizer)
