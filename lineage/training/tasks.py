@@ -194,6 +194,11 @@ def segmented(rng: np.random.Generator, B: int, pairs: int, segments: int, gone:
 def two_timescales(rng: np.random.Generator, B: int, pairs: int, blocks: int, key_pool: int) -> Batch:
     if not pairs <= key_pool <= len(KEY_IDS):
         raise ValueError(f"two_timescales needs pairs <= key_pool <= {len(KEY_IDS)}, got {pairs}, {key_pool}")
+    # make_spec bounds a sidecar's or a flag's blocks; this bounds a TaskSpec made directly (the
+    # draw is a Python loop per block: 2,000 blocks took 128 s and 3.2 GB before any bound)
+    if not 1 <= blocks <= len(KEY_IDS) or 5 + blocks * (4 * pairs + 1) > MAX_LENGTH:
+        raise ValueError(f"two_timescales blocks must be in 1..{len(KEY_IDS)} and make at most {MAX_LENGTH:,} "
+                         f"tokens, got {blocks} blocks of {pairs} pairs")
     pool = KEY_IDS[_distinct(rng, B, len(KEY_IDS), key_pool)]                # (B, pool): this document's keys
     fact = VALUE_BASE + rng.integers(0, N_VALUES, (B, 1))
     parts, local = [np.full((B, 1), FACT), fact], []
