@@ -56,7 +56,9 @@ def fit(rows: int, cols: int, width: int, height: int, per: int = 2, whole: bool
     drawn row or column stands for rfold or fold of the matrix's).
     `fill`: the height is the widget's own (a panel sharing the screen, maximised), so what
     need not be square (a folded axis, a sweep's rows) stretches to fill it rather than leave
-    blank lines; without it (a height still being chosen) such a picture takes what it needs."""
+    blank lines; without it (a height still being chosen) such a picture takes what it needs.
+    Without colour (per 1) every zoom is whole: each glyph is one value, and a value drawn
+    twice beside one drawn once would read as two."""
     width, height = max(width, 1), max(height, 1)
     if rows <= 0 or cols <= 0:
         return Fit()
@@ -86,6 +88,8 @@ def fit(rows: int, cols: int, width: int, height: int, per: int = 2, whole: bool
         zy = pixels / R                    # rows stretch to the height there is
         if zy < 1.25:                      # a few doubled rows would read as data too
             zy = 1.0
+    if per == 1:                           # a glyph is a value: some drawn twice would read as two
+        zx, zy = float(max(1, int(zx))), float(max(1, int(zy)))
     w, p = min(width, int(C * zx)), min(pixels, int(R * zy))
     return Fit(zoom=zx, fold=fold, rfold=rfold, xs=_spread(C, w), ys=_spread(R, p))
 

@@ -477,8 +477,8 @@ class Heatmap(Widget, can_focus=True):
         # the strips' positions depend on how many there are (centred): count them first
         self._strips = [None] * (self._head + self._map_lines() + (self._foot() if self.fit.xs.size else 0))
         left = self._left()
-        for k, text in enumerate(heads):
-            self._strips[k] = self._text_strip([(left, text, AXIS)])
+        for k, text in enumerate(heads):      # over the map, moved left where it would be cut
+            self._strips[k] = self._text_strip([(max(0, min(left, self.size.width - len(text))), text, AXIS)])
         for y in range(self._map_lines()):
             self._strips[self._head + y] = self._line(y)
         if len(self._strips) > self._head + self._map_lines():
