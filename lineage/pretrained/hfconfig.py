@@ -72,7 +72,9 @@ def read_json(path: Path, limit: int) -> dict:
         data = json.loads(read_regular(path, limit))
     except RecursionError:          # json.loads recurses once per nested [ or {
         raise PretrainedError(f"{path}: not readable JSON (nested too deeply)") from None
-    except (OSError, ValueError) as e:
+    except OSError as e:            # a FIFO, a device, past the limit: the reader's reason, without errno
+        raise PretrainedError(f"{path}: cannot be read ({e.strerror or type(e).__name__})") from None
+    except ValueError as e:
         raise PretrainedError(f"{path}: not readable JSON ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
     if not isinstance(data, dict):
         raise PretrainedError(f"{path}: expected a JSON object")

@@ -80,6 +80,7 @@ def load_pretrained(path, device="cpu", dtype=None):
     text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else {}    # a multimodal composite's
     own = raw.get("dtype") or raw.get("torch_dtype") or text.get("dtype") or text.get("torch_dtype")
     dtype = torch_dtype(dtype) or torch_dtype(dtype_name(own) or "float32")
+    tokenizer = load_tokenizer(root)        # a broken tokenizer file is found before any weight is read
     shards = Shards(weight_files(root))
     check_claims(cfg, shards, root / "config.json")      # before the build: layers and sizes the files hold
     with torch.device("meta"):
@@ -132,7 +133,7 @@ def load_pretrained(path, device="cpu", dtype=None):
         model.get_submodule(owner)._parameters[leaf] = torch.nn.Parameter(t, requires_grad=False)
     if cfg.tie_embeddings:
         model.lm_head.weight = model.wte.weight
-    return model.eval(), load_tokenizer(root)
+    return model.eval(), tokenizer
 
 
 def _same_head(shards: Shards, wte) -> None:

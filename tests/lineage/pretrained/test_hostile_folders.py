@@ -194,3 +194,18 @@ def test_names_from_the_files_cannot_break_the_line_or_reach_the_terminal(built,
     sd["h.0.\x1b[2Jx\ny"] = torch.zeros(1)
     save_file(sd, str(path / "model.safetensors"))
     assert "\x1b" not in refused(path, "h.0.\\x1b[2Jx\\ny", "not part of")
+
+
+def test_a_broken_tokenizer_is_found_before_the_weights_are_read(built, tmp_path, monkeypatch):
+    import lineage.model
+    path = copy(built, "gpt2", tmp_path)
+    (path / "tokenizer_config.json").symlink_to("/dev/zero")
+    (path / "tiktoken.model").write_bytes(b"YQ== 0\n")
+
+    def never(cfg):
+        raise AssertionError("built the model before reading the tokenizer")
+    monkeypatch.setattr(lineage.model, "LM", never)
+    refused(path, "tiktoken.model", "byte 0x00")
+    (path / "tiktoken.model").unlink()
+    (path / "tokenizer.json").symlink_to(path / "tokenizer_config.json")
+    refused(path, "tokenizer.json", "cannot be read (a character device")
