@@ -190,3 +190,25 @@ def test_a_maximised_decay_at_80x24_folds_by_the_min_and_fills_its_height():
             assert hm._map_lines() >= hm.size.height - hm._head - 2
             assert sorted(set(f.ys.tolist())) == list(range(-(-32 // f.rfold)))
     run(go())
+
+
+def test_a_sweeps_title_counts_the_steps_its_map_shows():
+    """At step 300 the decay map's columns hold its last steps but the gap after "now": the
+    title said 'last 46 steps' over 43 drawn ones (and was cut to 'last 2…' at 160 x 50)."""
+    from tui.widgets.heatmap import BLANK
+
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            app.request(299)
+            await settle(pilot, app, 299)
+            await pilot.pause(0.3)
+            p = panel(app, "decay")
+            hm = p.query_one(Heatmap)
+            drawn = [c for c in range(hm.data.shape[1]) if (hm.idx[:, c // hm.fit.fold] != BLANK).any()]
+            steps = {p._sweep.step_at(c) for c in drawn}
+            assert None not in steps and len(steps) == len(drawn) and max(steps) == 299
+            title = str(p.border_title)
+            assert f" {len(drawn)} steps" in title and len(title) <= p.outer_size.width - 7     # not cut with "…"
+    run(go())

@@ -261,6 +261,10 @@ class HeatmapPanel(Panel, can_focus=False):
         return False
 
 
+def steps(n: int) -> str:
+    return f"{n:,} step" + ("" if n == 1 else "s")
+
+
 class SweepPanel(HeatmapPanel):
     """A heatmap panel whose picture is a Sweep of recent steps."""
 

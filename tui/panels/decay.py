@@ -10,7 +10,7 @@ from lineage.retention import CLEARS, HOLDS, tally
 
 from ..widgets.heatmap import Heatmap, colour_bar
 from ..widgets.text_box import TextBox
-from .base import Absent, SweepPanel
+from .base import Absent, SweepPanel, steps
 from .common import HeadSweep, history, layers_of, model_name, ramp_rows
 
 
@@ -84,7 +84,8 @@ class DecayPanel(SweepPanel):
         # folded, a row is the min of its channels: one that clears is never hidden by one that holds
         A = self.show_sweep((view.model, layer, view.head), i, view.columns, "key channel" if per == "channel"
                             else "head", str if per == "channel" else (lambda r, h=view.head: str(h)), fold="min")
-        self.set_title(f"decay · L{layer} head {view.head} · alpha per {per} · last {min(A.shape[1], i + 1)} steps")
+        # the steps the map holds (not the gap after now), short enough for a third of 160 columns
+        self.set_title(f"decay · L{layer} head {view.head} · alpha/{per} · {steps(self._sweep.shown(i))}")
         self._legend()
 
     def _legend(self) -> None:

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..widgets.heatmap import colour_bar
 from ..widgets.text_box import TextBox
-from .base import Absent, SweepPanel
+from .base import Absent, SweepPanel, steps
 from .common import HeadSweep, history, layers_of, model_name, ramp_rows
 
 
@@ -59,7 +59,7 @@ class GatePanel(SweepPanel):
         # folded, a row is the min of its channels: one that drops what was read stays dark
         G = self.show_sweep((view.model, view.layer, view.head), i, view.columns, "value channel", fold="min")
         self.set_title(f"gate · L{view.layer} head {view.head} · sigmoid(g_proj(x)) per channel · "
-                       f"last {min(G.shape[1], i + 1)} steps")
+                       f"{steps(self._sweep.shown(i))}")
         legend = colour_bar("sequential", 1.0, no_color=self.app.no_color)
         legend.append(f"  mean {now.mean():.3f} ({now.min():.3f}-{now.max():.3f})")
         self.put(self.query_one("#legend", TextBox), legend, pace=0.1)

@@ -63,6 +63,11 @@ class Sweep:
         step = self.last - (self.last - col) % span
         return step if step >= 0 else None
 
+    def shown(self, i: int) -> int:
+        """How many steps the picture holds at step i: its columns less the blank ones (a
+        title that counted the gap after "now" would claim steps the map does not show)."""
+        return self.buf.shape[1] - len(self.blank(i))
+
     def blank(self, i: int) -> list[int]:
         """Columns to draw empty at step i: the gap after "now", or all not yet reached."""
         span = self.buf.shape[1]
