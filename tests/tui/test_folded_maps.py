@@ -212,3 +212,18 @@ def test_a_sweeps_title_counts_the_steps_its_map_shows():
             title = str(p.border_title)
             assert f" {len(drawn)} steps" in title and len(title) <= p.outer_size.width - 7     # not cut with "…"
     run(go())
+
+
+def test_the_state_text_form_folds_wide_states_and_says_so():
+    """A checkpoint's 128 x 128 state in a 100-column text export: the glyph rows took every
+    other value channel and said nothing, so a strong entry in an odd column vanished."""
+    from tui.panels.state import StatePanelView, lines
+    data = np.zeros((128, 128))
+    data[3, 77] = -2.0                              # an odd column: sampling [::2] dropped it
+    data[5, 1] = 2.0
+    view = StatePanelView("m", 0, (0,), "kda", 0, 1, "S", data, np.ones(128))
+    out = lines(view, 100)
+    rows = [r for r in out if r.startswith("  ") and set(r.strip()) <= set("@#*+.&%=-")]
+    assert len(rows) == 128 and all(len(r.strip()) == 64 for r in rows)
+    assert rows[3].strip()[77 // 2] == "&" and rows[5].strip()[0] == "@"
+    assert any("each character: 2 value channels, the largest |value| shown" in r for r in out)

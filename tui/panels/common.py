@@ -15,6 +15,7 @@ from lineage.retention import Tally
 from lineage.scenario.panels import MEMORY_PANELS, PanelLayers, panel_layers
 
 from ..palette import NEG, POS
+from ..widgets.fitting import fold
 
 LEGEND = "legend: @ # * + strong..weak positive, & % = - strong..weak negative, . near zero"
 
@@ -27,12 +28,16 @@ def _glyph(x: float, scale: float) -> str:
     return (POS if x >= 0 else NEG)[level]
 
 
-def heat_rows(m: np.ndarray, scale: float | None = None, max_cols: int = 64) -> list[str]:
-    """A signed glyph map of a 2-D array, one character per cell (columns sub-sampled if wide)."""
+def heat_rows(m: np.ndarray, scale: float | None = None, max_cols: int = 64) -> tuple[list[str], int]:
+    """A signed glyph map of a 2-D array, one character per cell, and how many columns each
+    character stands for: wider than max_cols, neighbouring columns fold into their largest
+    |value| (sign kept), as the heatmap folds them; none is skipped."""
     m = np.asarray(m, dtype=np.float64)
     scale = float(np.abs(m).max()) if scale is None else scale
-    step = max(1, -(-m.shape[1] // max_cols))
-    return ["".join(_glyph(v, scale) for v in row[::step]) for row in m]
+    step = max(1, -(-m.shape[1] // max(max_cols, 1)))
+    if step > 1:
+        m = fold(m, 1, step, how="absmax")[0]
+    return ["".join(_glyph(v, scale) for v in row) for row in m], step
 
 
 def ramp_rows(M: np.ndarray) -> list[str]:

@@ -60,8 +60,11 @@ def lines(view, width: int) -> list[str]:
     if M.size <= 64:
         out += ["  " + " ".join(f"{x:+.3f}" for x in row) for row in M]
     else:
-        out += ["  " + r for r in heat_rows(M, max_cols=width - 4)]
+        rows, per = heat_rows(M, max_cols=width - 4)
+        out += ["  " + r for r in rows]
         out.append("  " + LEGEND)
+        if per > 1:                      # said, as the map says it: no value channel is dropped
+            out.append(f"  each character: {per} value channels, the largest |value| shown")
     return out
 
 
