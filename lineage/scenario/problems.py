@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from ..escapes import visible
 
 Path_ = tuple  # a path into the data: ("panels", 0, "layer")
+MAX_MESSAGE = 1000     # characters of a message shown: one that quotes a 900 KB value is still a line
+MAX_NAME = 40          # characters of one key in a dotted path (a key may be any long string)
 
 
 @dataclass(frozen=True)
@@ -18,8 +20,9 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.path}: " if self.path else ""
+        message = self.message if len(self.message) <= MAX_MESSAGE else self.message[:MAX_MESSAGE - 3] + "..."
         # one line per problem, whatever the message quoted, and no control character reaches the terminal
-        return visible(f"{self.file}:{self.line}:{self.col}: {where}{self.message}", keep_newlines=False)
+        return visible(f"{self.file}:{self.line}:{self.col}: {where}{message}", keep_newlines=False)
 
 
 class ScenarioError(Exception):
@@ -33,5 +36,6 @@ class ScenarioError(Exception):
 def dotted(path: Path_) -> str:
     out = ""
     for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+        name = str(p) if len(str(p)) <= MAX_NAME else str(p)[:MAX_NAME - 3] + "..."
+        out += f"[{p}]" if isinstance(p, int) else (f".{name}" if out else name)
     return out
