@@ -1,0 +1,223 @@
+"""How fast and how small a hostile checkpoint folder is refused (issue 31): each case a copy of a
+tiny checkpoint of one family with one file made hostile, loaded by `lineage.load_pretrained` (or
+given to `lineage params`) in a fresh process, timed from outside, with the child's peak memory.
+
+    python tests/benchmarks/bench_reliability.py [--only WORD]    # a table for BENCHMARKS.md
+
+A case passes when the child exits 2 with one line on stderr, in under 5 s and 500 MB; the table
+says which do not. The tiny checkpoints are the tests' own builders (transformers' classes,
+saved), so the folders are the ones tests/lineage/pretrained/test_hostile_folders.py refuses.
+"""
+import base64
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+SECONDS, MEGABYTES = 5.0, 500
+
+# the child: imports, then the load (or `lineage params`) timed alone, then its peak memory from
+# VmHWM (getrusage's ru_maxrss would carry the parent's size across the exec)
+CHILD = """
+import sys, time
+mode, path = sys.argv[1], sys.argv[2]
+import torch, lineage                   # what every command pays first, timed apart from the refusal
+from lineage.pretrained import PretrainedError
+from tui.cli import main
+t = time.perf_counter()
+if mode == "params":
+    rc = main(["params", path])
+else:
+    try:
+        lineage.load_pretrained(path)
+        rc = 0
+    except PretrainedError as e:
+        print(f"lineage: {e}", file=sys.stderr)
+        rc = 2
+hwm = [l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM")][0]
+print("RESULT", rc, time.perf_counter() - t, hwm, file=sys.stderr)
+"""
+
+
+def builders() -> dict:
+    from tests.lineage.pretrained.test_gpt2 import gpt2
+    from tests.lineage.pretrained.test_hybrids import kimi, qwen
+    from tests.lineage.pretrained.test_llama import make
+    from tests.lineage.pretrained.test_mamba2_checkpoint import mamba
+    from tests.lineage.pretrained.test_olmo_hybrid import olmo
+    from tests.lineage.pretrained.test_qwen3_5 import qwen as qwen3_5
+    return {"gpt2": gpt2, "llama": make, "qwen3": lambda p: make(p, "qwen3"), "kimi_linear": kimi,
+            "qwen3_next": qwen, "qwen3_5": lambda p: qwen3_5(p, moe=True, composite=True), "olmo_hybrid": olmo,
+            "mamba2": mamba}
+
+
+# -- how each case spoils its copy ------------------------------------------------------------
+
+def config(**fields):
+    def spoil(path):
+        cfg = json.loads((path / "config.json").read_text())
+        cfg.update(fields)
+        (path / "config.json").write_text(json.dumps(cfg))
+    return spoil
+
+
+def text_config(**fields):        # a multimodal composite's text model
+    def spoil(path):
+        cfg = json.loads((path / "config.json").read_text())
+        cfg["text_config"].update(fields)
+        (path / "config.json").write_text(json.dumps(cfg))
+    return spoil
+
+
+def write(name, data: bytes):
+    return lambda path: (path / name).write_bytes(data)
+
+
+def sparse(name, size):
+    def spoil(path):
+        with open(path / name, "wb") as f:
+            f.truncate(size)
+    return spoil
+
+
+def link(name, target):
+    def spoil(path):
+        (path / name).unlink(missing_ok=True)
+        (path / name).symlink_to(target)
+    return spoil
+
+
+def tensor(name, shape):
+    def spoil(path):
+        import torch
+        from safetensors.torch import load_file, save_file
+        sd = load_file(str(path / "model.safetensors"))
+        sd[name] = torch.zeros(shape)
+        save_file(sd, str(path / "model.safetensors"))
+    return spoil
+
+
+def kimi_tokenizer(extra: bytes = b""):
+    ranks = b"".join(base64.b64encode(bytes([b])) + b" %d\n" % b for b in range(256))
+    return write("tiktoken.model", ranks + extra)
+
+
+def both(*spoils):
+    def spoil(path):
+        for s in spoils:
+            s(path)
+    return spoil
+
+
+NESTED = write("config.json", b"[" * 100_000 + b"]" * 100_000)
+KIMI_PATTERN = {"full_attn_layers": [4], "kda_layers": [1, 2, 3, 5], "head_dim": 16, "num_heads": 3}
+
+# (family, case, spoil, mode)
+CASES = [
+    ("gpt2", "config.json nested 100,000 deep", NESTED, "load"),
+    ("gpt2", "config.json nested 100,000 deep (lineage params)", NESTED, "params"),
+    ("gpt2", "n_head: 0", config(n_head=0), "load"),
+    ("gpt2", "n_layer: 20000", config(n_layer=20_000), "load"),
+    ("gpt2", "n_layer: 1024 over 3 layers of weights", config(n_layer=1024), "load"),
+    ("gpt2", "n_layer: 16M (lineage params)", config(n_layer=16_000_000), "params"),
+    ("gpt2", "n_embd: 196,608 (embedding 101 x 196,608)", config(n_embd=3 * 65536), "load"),
+    ("gpt2", "3-D c_attn.weight", tensor("transformer.h.0.attn.c_attn.weight", (36, 108, 1)), "load"),
+    ("gpt2", "index weight_map a list", write("model.safetensors.index.json", b'{"weight_map": []}'), "load"),
+    ("gpt2", "index weight_map a string", write("model.safetensors.index.json", b'{"weight_map": "x"}'), "load"),
+    ("gpt2", "tokenizer.json of 300 MB", sparse("tokenizer.json", 300 << 20), "load"),
+    ("gpt2", "tokenizer.json linked to /dev/zero", link("tokenizer.json", "/dev/zero"), "load"),
+    ("gpt2", "tokenizer.json nested 100,000 deep", write("tokenizer.json", b"[" * 100_000 + b"]" * 100_000), "load"),
+    ("llama", "num_hidden_layers: 1024", config(num_hidden_layers=1024), "load"),
+    ("llama", "rope_scaling a list", config(rope_scaling=[1]), "load"),
+    ("llama", "intermediate_size: 262,144", config(intermediate_size=1 << 18), "load"),
+    ("qwen3", "head_dim: 0", config(head_dim=0), "load"),
+    ("qwen3", "vocab_size: 4,194,304", config(vocab_size=1 << 22), "load"),
+    ("qwen3_next", "num_attention_heads: 0, head_dim: null", config(num_attention_heads=0, head_dim=None), "load"),
+    ("qwen3_next", "layer_types: [{}, {}]", config(layer_types=[{}, {}]), "load"),
+    ("qwen3_next", "mlp_only_layers: [[0]]", config(mlp_only_layers=[[0]]), "load"),
+    ("qwen3_next", 'model_type: ["qwen3_next"]', config(model_type=["qwen3_next"]), "load"),
+    ("qwen3_next", 'rope_theta: "abc"', config(rope_theta="abc"), "load"),
+    ("qwen3_next", "partial_rotary_factor: [0.25]", config(partial_rotary_factor=[0.25]), "load"),
+    ("qwen3_next", "num_hidden_layers: 16M", config(num_hidden_layers=16_000_000, layer_types=None), "load"),
+    ("qwen3_next", "num_experts: 4096 of width 65,536", config(num_experts=4096, moe_intermediate_size=65536), "load"),
+    ("kimi_linear", "full_attn_layers: 2", config(layer_types=None, linear_attn_config={**KIMI_PATTERN,
+                                                                                         "full_attn_layers": 2}), "load"),
+    ("kimi_linear", 'linear_attn_config.head_dim: "16"', config(layer_types=None, linear_attn_config={
+        **KIMI_PATTERN, "head_dim": "16"}), "load"),
+    ("kimi_linear", "linear_attn_config.num_heads: 4.0", config(layer_types=None, linear_attn_config={
+        **KIMI_PATTERN, "num_heads": 4.0}), "load"),
+    ("kimi_linear", "vocab_size: 1M", config(vocab_size=1 << 20), "load"),
+    ("kimi_linear", "tiktoken.model with invalid base64", kimi_tokenizer(b"@@@@ 256\n"), "load"),
+    ("kimi_linear", "tiktoken.model with a rank twice", kimi_tokenizer(b"YWI= 255\n"), "load"),
+    ("kimi_linear", "tiktoken.model of 600 MB", sparse("tiktoken.model", 600 << 20), "load"),
+    ("kimi_linear", "tokenizer_config.json of 300 MB", both(kimi_tokenizer(), sparse("tokenizer_config.json", 300 << 20)),
+     "load"),
+    ("qwen3_5", "text_config.num_hidden_layers: 1024", text_config(num_hidden_layers=1024, layer_types=None), "load"),
+    ("qwen3_5", "text_config nested 100,000 deep", NESTED, "load"),
+    ("qwen3_5", "text_config.num_experts: 4096", text_config(num_experts=4096), "load"),
+    ("olmo_hybrid", "num_hidden_layers: 1024", config(num_hidden_layers=1024, layer_types=None), "load"),
+    ("olmo_hybrid", "linear_key_head_dim: [9]", config(linear_key_head_dim=[9]), "load"),
+    ("mamba2", "num_hidden_layers: 1024", config(num_hidden_layers=1024), "load"),
+    ("mamba2", "state_size: 65,536", config(state_size=65536), "load"),
+    ("mamba2", "n_groups: 0", config(n_groups=0), "load"),
+]
+
+
+def run(mode: str, path: Path) -> tuple[str, float, float | None, float | None, str]:
+    """(exit or what happened, whole-process seconds, seconds of the load alone, peak RSS MB, the
+    line it said)."""
+    start = time.perf_counter()
+    try:
+        out = subprocess.run([sys.executable, "-c", CHILD, mode, str(path)], capture_output=True, text=True,
+                             env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT, timeout=120)
+    except subprocess.TimeoutExpired:
+        return "killed at 120 s", time.perf_counter() - start, None, None, ""
+    wall = time.perf_counter() - start
+    lines = [l for l in out.stderr.splitlines() if l.strip()]
+    if not lines or not lines[-1].startswith("RESULT"):
+        return f"crashed ({lines[-1][:60] if lines else out.returncode})", wall, None, None, ""
+    _, rc, secs, hwm = lines[-1].split()
+    said = lines[:-1]
+    rc = rc if len(said) <= 1 else f"{rc}, {len(said)} lines"
+    return rc, wall, float(secs), int(hwm) / 1024, said[0] if said else ""
+
+
+def main() -> None:
+    import argparse
+    p = argparse.ArgumentParser(description="hostile checkpoint folders: exit, time and peak memory of each load")
+    p.add_argument("--only", help="run the cases whose family or name holds this word")
+    only = p.parse_args().only
+    cases = [c for c in CASES if only is None or only in c[0] or only in c[1]]
+    print(f"{platform.node()} {platform.machine()} {os.cpu_count()} cores, python {platform.python_version()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f}")
+    print("| family | case | exit | refused in s | process s | peak RSS MB | the line (folder path cut) |\n"
+          "|---|---|---|---|---|---|---|")
+    slow = 0
+    with tempfile.TemporaryDirectory() as d:
+        base = Path(d) / "base"
+        make = builders()
+        for family in dict.fromkeys(c[0] for c in cases):
+            make[family](base / family)
+        for i, (family, name, spoil, mode) in enumerate(cases):
+            path = Path(d) / f"case{i}" / family
+            shutil.copytree(base / family, path)
+            spoil(path)
+            rc, wall, secs, rss, said = run(mode, path)
+            ok = rc == "2" and secs is not None and secs < SECONDS and rss < MEGABYTES
+            slow += not ok
+            said = said.replace(str(path.parent) + "/", "").replace("|", "\\|")
+            print(f"| {family} | {name} | {rc}{'' if ok else ' (FAILS)'} | {'-' if secs is None else f'{secs:.3f}'} | "
+                  f"{wall:.2f} | {'-' if rss is None else f'{rss:.0f}'} | {said[:100]} |", flush=True)
+    print(f"\n{len(cases) - slow} of {len(cases)} cases exit 2 with one line, refused in under {SECONDS:g} s "
+          f"and {MEGABYTES} MB; load average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()
