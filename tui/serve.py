@@ -186,7 +186,11 @@ class GuardedServer(Server):
 
     # -- sessions ---------------------------------------------------------------------
     def _log(self, event: str) -> None:
-        print(f"lineage serve: {event} ({self.sessions} of at most {self.max_sessions} sessions running)", flush=True)
+        try:       # a terminal closed under the server must not leave a session counted forever
+            print(f"lineage serve: {event} ({self.sessions} of at most {self.max_sessions} sessions running)",
+                  flush=True)
+        except (OSError, ValueError):
+            pass
 
     @property
     def busy(self) -> bool:
