@@ -105,14 +105,56 @@ def _short_titles(panels, models: list[dict]) -> list[str]:
     return [f"model {k + 1}: {models[k]['name']}" for k in sorted(used)]
 
 
-async def _show(app, pilot, step: int, panel: str | None, path: str, focus: bool = False) -> int:
+MOST_GROWTH = 1.5        # a crowded picture of the whole screen grows to at most this times its size
+
+
+def _crowded(shown) -> bool:
+    """Whether a panel's title is cut by its border, or its content scrolls."""
+    return any(cell_len(str(p.border_title)) + 4 > p.outer_size.width or p.max_scroll_y > 0 for p in shown)
+
+
+async def _fit_columns(app, pilot, screen, grid, shown, titles, cursor, target, force: bool = False) -> None:
+    """As many columns as keep every title (their lengths) whole while the rows still fit;
+    redrawn if changed (which puts each title back whole)."""
+    room = app.size.height - 1 - screen.query_one("#captionbar").outer_size.height
+    most = 3 if app.size.width >= 150 else 2 if app.size.width >= 100 else 1
+    cols = _columns(app.size.width, titles, most, room // FILL_ROW)
+    if cols != grid.styles.grid_size_columns or force:
+        screen.slide_columns = cols
+        screen._fit_layout()
+        await pilot.pause(0.2)
+        for p in shown:
+            p.show(cursor, target)                           # drawn in its new room
+        await pilot.pause(0.1)
+
+
+async def _name_models(app, pilot, screen, shown, cursor, target) -> None:
+    """Titles too long for their border name their model by number, in a legend under the head."""
+    head = screen.query_one("#slidehead")
+    models = cursor.info.get("models") or []
+    legend = _short_titles(shown, models)
+    if legend and cell_len(" · ".join(legend)) <= app.size.width - 2:
+        legend = [" · ".join(legend)]
+    lines = head_lines(cursor, target, app.size.width - 2) + legend
+    head.update("\n".join(lines))
+    head.styles.height = len(lines)
+    await pilot.pause(0.1)
+    _short_titles(shown, models)       # a panel redrawn in the room the legend left
+
+
+async def _show(app, pilot, step: int, panel: str | None, path: str, focus: bool = False,
+                grow: tuple[int, int] | None = None) -> int:
     """Go to 0-based `step` (clamped) and wait until it is drawn; returns the step shown. With
-    `focus` (a slide of the whole screen), only the panels its caption is about are shown."""
+    `focus` (a slide of the whole screen), only the panels its caption is about are shown.
+    `grow`: the size asked for (the default one), which a picture of the whole screen may
+    exceed, keeping its proportions, where a title would be cut or a panel scroll."""
     from lineage.playback.session import caption_at
 
     from .panels.base import Panel
     screen, cursor = app.screen, app.cursor
     target = max(0, min(step, cursor.total - 1))
+    if grow and tuple(app.size) != tuple(grow):              # the last picture grew: this one starts afresh
+        await pilot.resize_terminal(*grow)
     grid = screen.query_one("#panels")
     panels = [p for p in grid.children if isinstance(p, Panel)]
     kind = slide_kind(cursor.info, target, panel) if focus or panel else None
@@ -134,34 +176,29 @@ async def _show(app, pilot, step: int, panel: str | None, path: str, focus: bool
     screen.query_one("#captionbar").display = about(caption_at(cursor.info["captions"], target), kind)
     await pilot.pause(0.2)
     shown = [screen.maximized] if screen.maximized is not None else [p for p in panels if p.display]
-    if panel is None:                  # as many columns as keep every title whole
-        room = app.size.height - 1 - screen.query_one("#captionbar").outer_size.height
-        cols = _columns(app.size.width, [cell_len(str(p.border_title)) for p in shown],
-                        int(grid.styles.grid_size_columns or 1), room // FILL_ROW)
-        if cols != grid.styles.grid_size_columns:
-            screen.slide_columns = cols
-            screen._fit_layout()
-            await pilot.pause(0.2)
-            for p in shown:
-                p.show(cursor, target)                       # drawn in its new room
-            await pilot.pause(0.1)
+    titles = [cell_len(str(p.border_title)) for p in shown]       # whole: nothing has shortened them yet
+    if panel is None:
+        await _fit_columns(app, pilot, screen, grid, shown, titles, cursor, target)
     if screen.maximized is not None:
         screen.maximized.show(cursor, target)                # drawn at its maximised size
         await pilot.pause(0.1)
-    legend = _short_titles(shown, cursor.info.get("models") or [])
-    if legend and cell_len(" · ".join(legend)) <= app.size.width - 2:
-        legend = [" · ".join(legend)]
-    lines = head_lines(cursor, target, app.size.width - 2) + legend
-    head.update("\n".join(lines))
-    head.styles.height = len(lines)
-    await pilot.pause(0.1)
-    _short_titles(shown, cursor.info.get("models") or [])   # a panel redrawn in the room the legend left
+    await _name_models(app, pilot, screen, shown, cursor, target)
+    if panel is None and grow:         # a crowded picture: the same picture larger, so it all fits
+        for _ in range(3):
+            if not _crowded(shown) or app.size.width >= grow[0] * MOST_GROWTH:
+                break
+            w = min(int(app.size.width * 1.2), int(grow[0] * MOST_GROWTH))
+            await pilot.resize_terminal(w, round(grow[1] * w / grow[0]))
+            await settle(pilot)
+            await _fit_columns(app, pilot, screen, grid, shown, titles, cursor, target, force=True)
+            await _name_models(app, pilot, screen, shown, cursor, target)
     return target
 
 
 async def _export(path: str, steps: list[int], panel: str | None, size, salvage: bool, cursor,
-                  theme: str, each, focus: bool = False) -> None:
-    """Open `path` headless once and call each(step, svg) for every 0-based step."""
+                  theme: str, each, focus: bool = False, grow: bool = False) -> None:
+    """Open `path` headless once and call each(step, svg) for every 0-based step. `grow`: a
+    crowded picture of the whole screen may be drawn larger than `size` (see _show)."""
     from .app import LineageApp
     app = LineageApp(path, salvage=salvage, cursor=cursor)
     app.theme = THEMES[theme][0]
@@ -173,8 +210,9 @@ async def _export(path: str, steps: list[int], panel: str | None, size, salvage:
         if len(app.screen_stack) > 1 or app.cursor is None:    # an error dialog: the file did not open
             raise RuntimeError(f"{path}: could not be opened")
         _slide_mode(app, panel)
+        grow = tuple(size) if grow and panel is None else None
         for step in steps:
-            shown = await _show(app, pilot, step, panel, path, focus)
+            shown = await _show(app, pilot, step, panel, path, focus, grow)
             each(shown, screen_svg(app, f"lineage - step {shown + 1}"))
 
 
@@ -183,8 +221,9 @@ def render_svg(path: str, step: int, panel: str | None = None, size: tuple[int, 
     """SVG of the app at 0-based `step` (a slide of `panel` if given). `cursor`: the file
     already opened (lineage.playback.session.open_path), so it is not opened a second time."""
     out = []
+    grow = size is None                # a size asked for is kept
     size = size or (PANEL_SIZE if panel else SCREEN_SIZE)
-    asyncio.run(_export(path, [step], panel, size, salvage, cursor, theme, lambda i, svg: out.append(svg)))
+    asyncio.run(_export(path, [step], panel, size, salvage, cursor, theme, lambda i, svg: out.append(svg), grow=grow))
     return out[0]
 
 
@@ -224,6 +263,7 @@ def write_slides(path: str, out_dir: Path, cursor, panel: str | None = None, siz
         write_new(txt, slide_text(cursor, i, panel, focus=True), force)
         written.extend([png, txt])
 
+    grow = size is None                # a size asked for is kept
     size = size or (PANEL_SIZE if panel else SCREEN_SIZE)
-    asyncio.run(_export(path, steps, panel, size, salvage, cursor, theme, each, focus=True))
+    asyncio.run(_export(path, steps, panel, size, salvage, cursor, theme, each, focus=True, grow=grow))
     return written

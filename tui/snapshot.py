@@ -51,21 +51,21 @@ def about(caption: dict | None, panel: str | None) -> bool:
     return caption is not None and (panel in (None, "captions") or caption.get("panel") in (None, panel))
 
 
+def slide_step(captions: list[dict], c: dict, total: int) -> int:
+    """The 0-based step a slide of caption `c` (one of `captions`) shows: the step it names
+    (`shot`), else its last one (`until`, or the step before the next caption starts, or the
+    end), where what it says has happened."""
+    if c.get("shot") is not None:
+        return c["shot"]
+    later = [d["at"] for d in captions if d["at"] > c["at"]]
+    return min(x for x in (c.get("until"), min(later) - 1 if later else None, total - 1) if x is not None)
+
+
 def slide_steps(info: dict, total: int, panel: str | None = None) -> list[int]:
-    """The 0-based step each caption's slide shows, in order: the step it names (`shot`), else
-    its last one (`until`, or the step before the next caption starts, or the end), where what
-    it says has happened. A panel's slides are those of the captions it shows (`about`). The
-    last step if there is none."""
-    caps = sorted((c for c in info.get("captions", []) if c["at"] < total), key=lambda c: c["at"])
-    starts = [c["at"] for c in caps]
-    steps = set()
-    for c in caps:
-        if not about(c, panel):
-            continue
-        later = [s for s in starts if s > c["at"]]
-        last = min(x for x in (c.get("until"), later[0] - 1 if later else None, total - 1) if x is not None)
-        steps.add(c["shot"] if c.get("shot") is not None else last)
-    return sorted(steps) or [total - 1]
+    """The 0-based step of each caption's slide (slide_step), in order. A panel's slides are
+    those of the captions it shows (`about`). The last step if there is none."""
+    caps = [c for c in info.get("captions", []) if c["at"] < total]
+    return sorted({slide_step(caps, c, total) for c in caps if about(c, panel)}) or [total - 1]
 
 
 # A picture of the screen and nothing else: no window buttons or title bar, no web font (the
