@@ -28,12 +28,38 @@ def causal_attention(q: Tensor, k: Tensor, v: Tensor, window: int | None = None)
     if window is None and T == L:
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     elif window is None and q.is_cuda:
-        # flash and memory-efficient attention align a causal mask to the bottom right themselves
-        from torch.nn.attention.bias import causal_lower_right
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(T, L))
+        out = _prefix_and_diagonal(q, k, v) if q.dtype in (torch.float16, torch.bfloat16) else None
+        if out is None:
+            # flash and memory-efficient attention align a causal mask to the bottom right themselves
+            from torch.nn.attention.bias import causal_lower_right
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(T, L))
     else:
         out = torch.cat([_block(q, k, v, lo, hi, window) for lo, hi in _blocks(T, L, window)], dim=2)
     return out[..., :Dv]
+
+
+def _prefix_and_diagonal(q: Tensor, k: Tensor, v: Tensor) -> Tensor | None:
+    """A chunk continuing a cache, as two attentions cuDNN runs: the whole prefix (no mask) and
+    the chunk's own keys (causal, square), merged by their log-sum-exps. On an H200 cuDNN's
+    attention took half the time of flash's bottom-right causal kernel, the only fused one torch
+    has for T < L (32K-token prefill in 4K chunks: 127 ms against 286 ms over 7 MLA layers).
+    None where cuDNN does not take these inputs."""
+    P = k.shape[2] - q.shape[2]
+    try:
+        o1, l1 = _cudnn(q, k[:, :, :P], v[:, :, :P], causal=False)
+        o2, l2 = _cudnn(q, k[:, :, P:], v[:, :, P:], causal=True)
+    except RuntimeError:
+        return None
+    lse = torch.logaddexp(l1, l2)                                       # (B, H, T, 1) float32
+    return (o1 * (l1 - lse).exp() + o2 * (l2 - lse).exp()).to(q.dtype)
+
+
+def _cudnn(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> tuple[Tensor, Tensor]:
+    """-> softmax(q k^T / sqrt(D)) v (B, H, T, D) and each row's log-sum-exp (B, H, T, 1)."""
+    B, H, T, _ = q.shape
+    out, lse = torch.ops.aten._scaled_dot_product_cudnn_attention(
+        q, k.contiguous(), v.contiguous(), None, True, 0.0, causal, False)[:2]
+    return out, lse.reshape(B, H, T, 1).float()
 
 
 def _blocks(T: int, L: int, window: int | None) -> list[tuple[int, int]]:

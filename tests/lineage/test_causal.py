@@ -58,3 +58,24 @@ def test_sixteen_thousand_tokens_in_bounded_memory():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert int(out.stdout.split()[-1]) < 1_500_000          # KB
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="cuDNN attention is a CUDA path")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("T, L, Dv", [(64, 200, 128), (17, 63, 48), (1, 300, 128), (128, 129, 64)])
+def test_a_chunk_continuing_a_cache_on_cuda(T, L, Dv, dtype):
+    """The half-precision path (prefix and diagonal through cuDNN, merged by log-sum-exp) against
+    the float64 formulation, and it is the path taken (not the bottom-right fallback)."""
+    g = torch.Generator().manual_seed(T + L)
+    q = torch.randn(2, 4, T, 128, dtype=torch.float64, generator=g) * 2
+    k = torch.randn(2, 4, L, 128, dtype=torch.float64, generator=g)
+    v = torch.randn(2, 4, L, Dv, dtype=torch.float64, generator=g)
+    want = _plain(q, k, v, None)
+    q16, k16, v16 = (t.to("cuda", dtype) for t in (q, k, v))
+    v16 = torch.nn.functional.pad(v16, (0, 128 - Dv))
+    assert causal._prefix_and_diagonal(q16, k16, v16) is not None
+    out = causal_attention(q16, k16, v16[..., :Dv]).double().cpu()
+    from torch.nn.attention.bias import causal_lower_right     # torch's own half-precision answer
+    torch_s = torch.nn.functional.scaled_dot_product_attention(q16, k16, v16, attn_mask=causal_lower_right(T, L))
+    torch_err = (torch_s[..., :Dv].double().cpu() - want).abs().max()
+    assert (out - want).abs().max() <= 2 * torch_err + 1e-3
