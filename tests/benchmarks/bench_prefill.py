@@ -1,7 +1,7 @@
 """Prefill of a long prompt: Kimi Linear at its published width and depth (27 layers; routed
 experts cut to 64 so that both models fit one H200: a token reads the published active weights),
 random bf16 weights saved once and loaded by both. Ours is what the app runs (lineage.prefill:
-chunks of 4,096 tokens, Triton KDA, fused attention, grouped experts); the baseline is
+chunks of 16,384 tokens on CUDA, Triton KDA, fused attention, grouped experts); the baseline is
 transformers' forward on the same weights in the same run (fla's kernels when fla is installed),
 asked for the last position's logits only (logits_to_keep=1), as ours computes. The two
 alternate, length by length, so drift of the clocks falls on both. An implementation that runs
@@ -61,7 +61,11 @@ def main() -> int:
     ap.add_argument("--experts", type=int, default=64)
     ap.add_argument("--lengths", default="1024,8192,32768,131072")
     ap.add_argument("--rounds", type=int, default=3, help="timed runs of each at each length (after one warm-up)")
-    ap.add_argument("--profile", action="store_true", help="also print our prefill's top CUDA kernels (lengths up to 8K)")
+    ap.add_argument("--profile", action="store_true", help="also print our prefill's top CUDA kernels (lengths up to 32K)")
+    ap.add_argument("--chunks", default="16384",
+                    help="our chunk sizes to time, comma-separated; 'whole' reads the prompt in one pass")
+    ap.add_argument("--fp32", action="store_true",
+                    help="also load transformers in float32 to say how far each bf16 prefill is from it")
     ap.add_argument("--smoke", action="store_true", help="a tiny width in float32 on the CPU")
     args = ap.parse_args()
     from transformers import KimiLinearForCausalLM
@@ -96,21 +100,34 @@ def main() -> int:
     report(out, backend=backend, params=sum(p.numel() for p in ours.parameters()))
 
     ids = torch.randint(3, cfg.vocab_size, (1, max(lengths)), generator=torch.Generator().manual_seed(1)).to(dev)
-    # agreement at the shortest length: the same last logits (bf16: loose; fp32 is the suite's)
+    chunks = [c if c == "whole" else int(c) for c in args.chunks.split(",")]
+    # agreement at the shortest length: the same last logits. Two bf16 runs of random weights 27
+    # layers deep differ a lot; --fp32 says how far each is from transformers in float32
     with torch.inference_mode():
         n = lengths[0]
         a = ref(ids[:, :n], logits_to_keep=1).logits[0, -1].float()
         b = prefill(ours, ids[:, :n])[0][0].float()
-        report(out, length=n, last_logits_rel_err=float((a - b).norm() / a.norm()))
+        row = {"length": n, "last_logits_rel_err": float((a - b).norm() / a.norm())}
+        if args.fp32:
+            full = KimiLinearForCausalLM.from_pretrained(str(folder), dtype=torch.float32).to(dev).eval()
+            f = full(ids[:, :n], logits_to_keep=1).logits[0, -1].float()
+            row.update(ours_bf16_vs_fp32=float((b - f).norm() / f.norm()),
+                       transformers_bf16_vs_fp32=float((a - f).norm() / f.norm()))
+            del full
+            gc.collect()
+            torch.cuda.empty_cache() if dev.type == "cuda" else None
+        report(out, **row)
 
-    failed = {"ours": False, "transformers": False}
-    runs = {"ours": lambda n: prefill(ours, ids[:, :n]),
-            "transformers": lambda n: ref(ids[:, :n], logits_to_keep=1, use_cache=True)}
+    def ours_at(c):
+        return lambda n: prefill(ours, ids[:, :n], chunk=n if c == "whole" else c)
+    runs = {f"ours@{c}": ours_at(c) for c in chunks}
+    runs["transformers"] = lambda n: ref(ids[:, :n], logits_to_keep=1, use_cache=True)
+    failed = {who: False for who in runs}
     for n in lengths:
-        times: dict = {"ours": [], "transformers": []}
+        times: dict = {who: [] for who in runs}
         peaks: dict = {}
         for r in range(args.rounds + 1):                    # round 0 warms up (compiles, autotunes)
-            for who in ("ours", "transformers"):
+            for who in runs:
                 if failed[who]:
                     continue
                 with torch.inference_mode():
@@ -129,15 +146,22 @@ def main() -> int:
                 row[f"{who}_s"] = round(med, 4)
                 row[f"{who}_tokens_per_s"] = round(n / med)
                 row[f"{who}_peak_gib"] = None if peaks[who] is None else round(peaks[who], 2)
-        if times["ours"] and times["transformers"]:
-            row["speedup_vs_transformers"] = round(statistics.median(times["transformers"]) / statistics.median(times["ours"]), 3)
+        for who in runs:
+            if who != "transformers" and times[who] and times["transformers"]:
+                row[f"{who}_speedup_vs_transformers"] = round(
+                    statistics.median(times["transformers"]) / statistics.median(times[who]), 3)
         report(out, **row)
-        if args.profile and n <= 8192 and not failed["ours"] and dev.type == "cuda":
+        if args.profile and n <= 32768 and dev.type == "cuda":
             from torch.profiler import ProfilerActivity, profile
-            with torch.inference_mode(), profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as p:
-                prefill(ours, ids[:, :n])
-                sync(dev)
-            print(p.key_averages().table(sort_by="cuda_time_total", row_limit=14), flush=True)
+            for who in runs:
+                if who == "transformers" or failed[who]:
+                    continue
+                with torch.inference_mode(), profile(activities=[ProfilerActivity.CUDA]) as p:
+                    runs[who](n)
+                    sync(dev)
+                print(f"{who} at {n}:", flush=True)
+                print(p.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=60),
+                      flush=True)
     return 0
 
 
