@@ -166,7 +166,9 @@ def _serve(args) -> int:
         if not check(path):
             return 2
         argv += ["run", path]
-    return serve(argv, args.host, args.port, str(root), tuple(args.allow_origin))
+    if args.max_sessions < 1:
+        return err(f"lineage serve: --max-sessions must be at least 1, got {args.max_sessions}")
+    return serve(argv, args.host, args.port, str(root), tuple(args.allow_origin), max_sessions=args.max_sessions)
 
 
 def _presets(args) -> int:
@@ -211,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
                         "(and the bundled scenarios); default: the current directory")
     pserve.add_argument("--allow-origin", action="append", default=[], metavar="URL",
                         help="another origin allowed to connect, e.g. https://lab.example:8443 (repeatable)")
+    pserve.add_argument("--max-sessions", type=int, default=4, metavar="N",
+                        help="at most N app processes at once (default 4, about 350 MB each when playing); "
+                             "further browsers are told the server is busy")
     pserve.set_defaults(func=_serve)
     pv = sub.add_parser("validate", help="check scenario (or trace) files: exit 0, or 2 with FILE:LINE:COL: problem")
     pv.add_argument("files", nargs="+")

@@ -41,18 +41,15 @@ def open_for_app(path: str, salvage: bool, stage) -> object:
 
 def _scenario_cursor(sc, name: str, stage):
     from lineage.playback.cache import caching_session, open_scenario
-    from lineage.playback.session import Session, reporting_prefill
-    # the trace cache keys a scenario by its text and checkpoints, not by its input file's
-    # contents: a file edited since would replay the old frames, so such a scenario is computed
-    cached = sc.input is None or sc.input.file is None
-    cursor = open_scenario(sc) if cached else None
+    from lineage.playback.session import reporting_prefill
+    cursor = open_scenario(sc)
     if cursor is None:
         # the one long wait of a first launch (about a second, more on a busy machine)
         stage(f"{name}: starting PyTorch")
         import torch  # noqa: F401
         stage(f"{name}: building the model")
         with reporting_prefill(prefill_progress(stage)):   # a long input: how far, how fast
-            cursor = caching_session(sc) if cached else Session(sc)
+            cursor = caching_session(sc)
     return cursor
 
 

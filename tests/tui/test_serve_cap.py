@@ -114,3 +114,9 @@ def test_many_sockets_at_once_start_no_more_than_the_cap(tmp_path):
         finally:
             await runner.cleanup()
     asyncio.run(go())
+
+
+def test_max_sessions_below_one_is_one_line(capsys):
+    from tui.cli import main
+    assert main(["serve", "--max-sessions", "0"]) == 2
+    assert capsys.readouterr().err.splitlines() == ["lineage serve: --max-sessions must be at least 1, got 0"]
