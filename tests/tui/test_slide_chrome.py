@@ -78,3 +78,17 @@ def test_a_deck_of_the_whole_screen_shows_each_captions_panels(deck):
     assert "reads, error" in recall and "key channel" not in recall and "Topic B in." in recall
     text = (deck / "01-step0008.txt").read_text()
     assert "the state is full" in text and "reads, error" not in text
+
+
+def _width(svg: str) -> float:
+    return float(re.search(r'viewBox="0 0 ([\d.]+) ', svg).group(1))
+
+
+def test_a_crowded_picture_grows_until_every_title_and_panel_fits(tmp_path):
+    # lineage_compare: seven panels; at 160x50 the decay title was cut and the tokens panel
+    # scrolled its last models out of sight
+    svg = _svg(tmp_path, "lineage_compare", "--step", "64")
+    assert "…" not in svg and "decay · L0 head 0 · alpha" in svg
+    assert "Mamba-2:" in svg and "KDA:" in svg                # every model's guesses in the tokens panel
+    asked = _svg(tmp_path, "lineage_compare", "--step", "64", "--size", "160", "50", "--force")
+    assert _width(asked) < _width(svg)                         # a size asked for is kept
