@@ -227,3 +227,22 @@ def test_the_state_text_form_folds_wide_states_and_says_so():
     assert len(rows) == 128 and all(len(r.strip()) == 64 for r in rows)
     assert rows[3].strip()[77 // 2] == "&" and rows[5].strip()[0] == "@"
     assert any("each character: 2 value channels, the largest |value| shown" in r for r in out)
+
+
+def test_the_now_caret_and_its_step_stay_whole_at_the_right_edge():
+    """At step 300 the routing map's now column is near its right end: the caret's text ran
+    past the panel ('▲ now,'). It goes before the caret where there is no room after it."""
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            for step in (299, 24):
+                app.request(step)
+                await settle(pilot, app, step)
+                await pilot.pause(0.3)
+                for kind in ("routing", "decay"):
+                    hm = panel(app, kind).query_one(Heatmap)
+                    foot = hm.render_line(hm._top() + hm._head + hm._map_lines()).text
+                    x = hm._offset()[0] + int(np.searchsorted(hm.fit.xs, hm.marker // hm.fit.fold))
+                    assert f"now, step {step + 1}" in foot and foot[x] == "▲", (kind, step, foot)
+    run(go())

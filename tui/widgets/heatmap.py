@@ -447,15 +447,19 @@ class Heatmap(Widget, can_focus=True):
                 x = self.marker * f.cw + f.cw // 2
             else:
                 x = int(np.searchsorted(f.xs, self.marker // f.fold))    # the first picture column of that step
-            caret = f"▲ {self.marker_text}"
-            placed = [p for p in placed if not (p[0] <= ox + x < p[0] + len(p[1]) + 1)]
-            placed.append((ox + x, caret, NOW[self.app.current_theme.dark is not False]))
-            if name and ox + x + len(caret) + 2 + len(name) > max(self.size.width, right):
-                # no room after the caret: the name goes before it, or at the left end
-                at = ox + x - 2 - len(name)
-                placed.append((max(at, 0), name, AXIS))
+            caret, at = f"▲ {self.marker_text}", ox + x
+            if at + len(caret) > self.size.width:   # no room after the column: the text before the caret
+                caret = f"{self.marker_text} ▲"
+                at = ox + x - len(caret) + 1
+            placed = [p for p in placed if p[0] + len(p[1]) < at or p[0] > at + len(caret)]
+            placed.append((max(at, 0), caret, NOW[self.app.current_theme.dark is not False]))
+            if name and at + len(caret) + 2 + len(name) > max(self.size.width, right):
+                # no room after the caret: the name goes before it where it fits, or not at all
+                # (the caret's "now, step N" says what the columns are)
+                if at - 2 - len(name) >= 0:
+                    placed.append((at - 2 - len(name), name, AXIS))
                 name = ""
-            right = max(right, ox + x + len(caret) + 1)
+            right = max(right, at + len(caret) + 1)
         if name:                                   # after everything else on the line
             end = max([p[0] + len(p[1]) for p in placed], default=ox - 1)
             placed.append((end + 2 if placed else ox, name, AXIS))
