@@ -41,7 +41,7 @@ AXIS = Style(dim=True)     # axis names and tick labels: read, not looked at
 _PLAIN = Style()
 _REVERSE = Style(reverse=True)
 BLANK = -2                 # a cell drawn as background: the gap a sweep leaves after "now"
-TICK_EVERY = 4             # lines from one row tick to the next on a map of colour
+TICK_EVERY = 4             # lines from one row tick to the next on a drawn map (not printed values)
 
 
 class Heatmap(Widget, can_focus=True):
@@ -209,7 +209,7 @@ class Heatmap(Widget, can_focus=True):
         else:
             texts[0], texts[-1] = self.row_label(int(f.ys[0]), f), self.row_label(int(f.ys[-1]), f)
             # every TICK_EVERY lines a tick between them (the rows of the line's upper pixel), so
-            # a lit row can be read off the map ("e14"), not counted down from the top
+            # a lit row can be read off the map (expert 14), not counted down from the top
             per = self._per()
             for y in range(TICK_EVERY, n - 2, TICK_EVERY):
                 texts[y] = self.row_label(int(f.ys[y * per]), f)
