@@ -65,15 +65,22 @@ def read_config(root: Path) -> dict:
     return read_json(path, CONFIG_BYTES)
 
 
-def read_json(path: Path, limit: int) -> dict:
+def read_json(path: Path, limit: int, members: int | None = None) -> dict:
     """A JSON object from a regular file of at most `limit` bytes; PretrainedError, one line, for
-    anything else (a FIFO, a link to /dev/zero, junk, nesting too deep for the parser)."""
+    anything else (a FIFO, a link to /dev/zero, junk, nesting too deep for the parser). With
+    `members`, at most that many object members, counted as the colons in the text before it is
+    parsed (an upper bound): parsed, each costs a few hundred bytes, so a file of tiny ones would
+    cost twenty times its size."""
     try:
-        data = json.loads(read_regular(path, limit))
-    except RecursionError:          # json.loads recurses once per nested [ or {
-        raise PretrainedError(f"{path}: not readable JSON (nested too deeply)") from None
+        raw = read_regular(path, limit)
     except OSError as e:            # a FIFO, a device, past the limit: the reader's reason, without errno
         raise PretrainedError(f"{path}: cannot be read ({e.strerror or type(e).__name__})") from None
+    if members is not None and raw.count(b":") > members:
+        raise PretrainedError(f"{path}: over {members:,} entries (lineage reads at most that many)")
+    try:
+        data = json.loads(raw)
+    except RecursionError:          # json.loads recurses once per nested [ or {
+        raise PretrainedError(f"{path}: not readable JSON (nested too deeply)") from None
     except ValueError as e:
         raise PretrainedError(f"{path}: not readable JSON ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
     if not isinstance(data, dict):

@@ -16,7 +16,10 @@ from .problems import PretrainedError
 
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
-INDEX_BYTES = 64 << 20     # an index names each tensor once: a few MB for the largest published models
+# An index names each tensor once: 9 MB for DeepSeek-V3's 91K tensors in 163 shards, among the
+# largest published. The bounds hold a hostile one to seconds and a few hundred MB: 55 MB of 2.6M
+# tiny entries, one shard each, took 46 s (a stat per shard) and 840 MB
+INDEX_BYTES, INDEX_TENSORS, MAX_SHARDS = 32 << 20, 1 << 19, 1 << 14
 PICKLES = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.pth", "tf_model.h5",
            "flax_model.msgpack")
 CONVERT = ("convert it once where you trust the file: python -c \"import torch; from safetensors.torch "
@@ -46,7 +49,7 @@ def weight_files(root: Path) -> list[Path]:
     """The safetensors files the checkpoint's weights are in, checked to exist."""
     index = root / INDEX
     if index.exists():
-        weight_map = read_json(index, INDEX_BYTES).get("weight_map")
+        weight_map = read_json(index, INDEX_BYTES, INDEX_TENSORS).get("weight_map")
         if not isinstance(weight_map, dict):
             raise PretrainedError(f"{index}: weight_map: expected an object of tensor name -> shard file, got "
                                   f"{'nothing' if weight_map is None else type(weight_map).__name__}")
@@ -55,6 +58,9 @@ def weight_files(root: Path) -> list[Path]:
                 raise PretrainedError(f"{index}: weight_map: tensor {tensor[:80]}: shard name {str(name)[:80]!r} "
                                       "is not a file in the directory")
         names = sorted(set(weight_map.values()))
+        if len(names) > MAX_SHARDS:
+            raise PretrainedError(f"{index}: weight_map names {len(names):,} shard files (lineage reads at most "
+                                  f"{MAX_SHARDS:,})")
         missing = [n for n in names if not (root / n).is_file()]
         if missing:
             raise PretrainedError(f"{root}: shard {missing[0]} is missing ({len(missing)} of {len(names)} "

@@ -109,6 +109,11 @@ def kimi_tokenizer(extra: bytes = b""):
     return write("tiktoken.model", ranks + extra)
 
 
+def index(n, shards):
+    entries = ",".join(f'"t{i}": "s{i % shards}"' for i in range(n))
+    return write("model.safetensors.index.json", ('{"weight_map": {' + entries + "}}").encode())
+
+
 def both(*spoils):
     def spoil(path):
         for s in spoils:
@@ -131,6 +136,9 @@ CASES = [
     ("gpt2", "3-D c_attn.weight", tensor("transformer.h.0.attn.c_attn.weight", (36, 108, 1)), "load"),
     ("gpt2", "index weight_map a list", write("model.safetensors.index.json", b'{"weight_map": []}'), "load"),
     ("gpt2", "index weight_map a string", write("model.safetensors.index.json", b'{"weight_map": "x"}'), "load"),
+    ("gpt2", "index of 2.6M tiny entries, a shard each (55 MB)", index(2_600_000, 2_600_000), "load"),
+    ("gpt2", "index of 600,000 entries in one shard", index(600_000, 1), "load"),
+    ("gpt2", "index naming 20,000 shards", index(20_000, 20_000), "load"),
     ("gpt2", "tokenizer.json of 300 MB", sparse("tokenizer.json", 300 << 20), "load"),
     ("gpt2", "tokenizer.json linked to /dev/zero", link("tokenizer.json", "/dev/zero"), "load"),
     ("gpt2", "tokenizer.json nested 100,000 deep", write("tokenizer.json", b"[" * 100_000 + b"]" * 100_000), "load"),

@@ -209,3 +209,25 @@ def test_a_broken_tokenizer_is_found_before_the_weights_are_read(built, tmp_path
     (path / "tiktoken.model").unlink()
     (path / "tokenizer.json").symlink_to(path / "tokenizer_config.json")
     refused(path, "tokenizer.json", "cannot be read (a character device")
+
+
+def _index(path, n, shards):
+    entries = ",".join(f'"t{i}": "s{i % shards}"' for i in range(n))
+    (path / "model.safetensors.index.json").write_text('{"weight_map": {' + entries + "}}")
+
+
+@pytest.mark.parametrize("n, shards, words", [
+    (600_000, 1, ("over 524,288 entries",)),            # parsed, 2.6M tiny entries took 840 MB
+    (20_000, 20_000, ("names 20,000 shard files", "at most 16,384")),     # a stat each: 46 s for 2.6M
+])
+def test_an_index_of_too_many_entries_or_shards_is_refused_before_its_cost(built, tmp_path, n, shards, words):
+    path = copy(built, "gpt2", tmp_path)
+    _index(path, n, shards)
+    refused(path, "model.safetensors.index.json", *words)
+
+
+def test_an_index_past_its_size_limit(built, tmp_path):
+    path = copy(built, "gpt2", tmp_path)
+    with open(path / "model.safetensors.index.json", "wb") as f:
+        f.truncate(40 << 20)
+    refused(path, "model.safetensors.index.json", "cannot be read", "limit 33,554,432")
