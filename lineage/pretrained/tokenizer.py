@@ -1,6 +1,10 @@
 """A checkpoint's own tokenizer, when its directory has one: `tokenizer.json` (or GPT-2's
 `vocab.json` + `merges.txt`) through the `tokenizers` library, or Kimi's `tiktoken.model`
-through `tiktoken`. None when there is none (the app then shows ids as ids and says so)."""
+through `tiktoken`. None when there is none (the app then shows ids as ids and says so).
+
+Tokenizer files are a stranger's too: each is read only when it is a regular file within its
+limit, checked before a Rust library sees it (whose panics are BaseExceptions), and tried on a
+probe text; a broken one is a PretrainedError naming the file, never taken for no tokenizer."""
 from __future__ import annotations
 
 import functools
@@ -173,11 +177,12 @@ class TiktokenTokenizer:
         special = specials(root / "tokenizer_config.json", ranks) if present(root / "tokenizer_config.json") else {}
         self.enc = through_library(root / "tiktoken.model", "tiktoken", lambda: tiktoken.Encoding(
             name=root.name, pat_str=KIMI_PATTERN, mergeable_ranks=ranks, special_tokens=special))
-        self.source = "tiktoken.model"
+        self.source, self.path = "tiktoken.model", root / "tiktoken.model"
         self.vocab_size = self.enc.n_vocab
 
     def encode(self, text: str) -> list[int]:
-        return self.enc.encode(text, disallowed_special=())    # text that spells a special token is text
+        # text that spells a special token is text; a panic of the Rust core is one line
+        return through_library(self.path, "tiktoken", lambda: self.enc.encode(text, disallowed_special=()))
 
     def decode(self, ids) -> str:
         return self.enc.decode([int(i) for i in ids])
