@@ -14,7 +14,7 @@ from rich.cells import cell_len
 from textual.content import Content
 from textual.worker import WorkerCancelled
 
-from .screens.main import FILL_ROW
+from .screens.main import FILL_ROW, MIN_H
 from .snapshot import THEMES, about, head_lines, screen_svg, slide_steps, svg_to_png
 
 PANEL_SIZE = (100, 30)           # a slide of one panel: about 16:9 once rendered (cells are ~1:2)
@@ -142,6 +142,28 @@ async def _name_models(app, pilot, screen, shown, cursor, target) -> None:
     _short_titles(shown, models)       # a panel redrawn in the room the legend left
 
 
+async def _fit_text(app, pilot, screen, grid, shown, cursor, target) -> None:
+    """A picture of text panels only (tokens, recall, a figure's table) as tall as their text:
+    the room below it would be an empty box on the slide. The width stays."""
+    from .panels.base import TextPanel
+    if not shown or not all(isinstance(p, TextPanel) for p in shown) or _crowded(shown):
+        return
+    cols = int(grid.styles.grid_size_columns or 1)
+    tallest = max(sum(c.outer_size.height for c in p.children) + 2 for p in shown)   # + the border
+    rows = -(-len(shown) // cols)
+    needed = screen.query_one("#slidehead").outer_size.height + rows * tallest + \
+        screen.query_one("#captionbar").outer_size.height
+    if needed + 2 >= app.size.height:
+        return
+    screen.slide_fill = True           # rows share what is left, so none scrolls
+    await pilot.resize_terminal(app.size.width, max(needed, MIN_H))     # smaller: the app says too small
+    await settle(pilot)
+    for p in shown:
+        p.show(cursor, target)
+    await pilot.pause(0.1)
+    await _name_models(app, pilot, screen, shown, cursor, target)
+
+
 async def _show(app, pilot, step: int, panel: str | None, path: str, focus: bool = False,
                 grow: tuple[int, int] | None = None) -> int:
     """Go to 0-based `step` (clamped) and wait until it is drawn; returns the step shown. With
@@ -161,7 +183,7 @@ async def _show(app, pilot, step: int, panel: str | None, path: str, focus: bool
     if panel is None:
         for p in panels:               # hidden ones are not prepared: set before the step is asked for
             p.display = kind is None or p.kind == kind
-        screen.slide_columns = None
+        screen.slide_columns, screen.slide_fill = None, False
         screen._fit_layout()
     app.request(target)
     await settle(pilot)
@@ -192,6 +214,7 @@ async def _show(app, pilot, step: int, panel: str | None, path: str, focus: bool
             await settle(pilot)
             await _fit_columns(app, pilot, screen, grid, shown, titles, cursor, target, force=True)
             await _name_models(app, pilot, screen, shown, cursor, target)
+        await _fit_text(app, pilot, screen, grid, shown, cursor, target)
     return target
 
 

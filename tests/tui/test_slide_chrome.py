@@ -92,3 +92,17 @@ def test_a_crowded_picture_grows_until_every_title_and_panel_fits(tmp_path):
     assert "Mamba-2:" in svg and "KDA:" in svg                # every model's guesses in the tokens panel
     asked = _svg(tmp_path, "lineage_compare", "--step", "64", "--size", "160", "50", "--force")
     assert _width(asked) < _width(svg)                         # a size asked for is kept
+
+
+def _height(svg: str) -> float:
+    return float(re.search(r'viewBox="0 0 [\d.]+ ([\d.]+)"', svg).group(1))
+
+
+def test_a_slide_of_text_is_as_tall_as_its_text(deck):
+    # fig3_dials: one figure table of 16 lines; at 160x50 it sat on top of an empty box
+    assert main(["slides", "fig3_dials", "-o", str(deck)]) == 0
+    for png in sorted(deck.glob("*.png")):
+        svg = _read(png)
+        assert _height(svg) < 0.6 * 1219, png.name        # 1219: the default picture's height
+        assert "needs at least" not in svg and " c  beta  old err  new err" in svg
+    assert "> 0.70  1.00     0.49" in _read(deck / "02-step0005.png")

@@ -95,6 +95,7 @@ class MainScreen(Screen):
         self._notes_shown = 0          # how many of the cursor's notes the status line shows
         self._about = None             # the caption whose panel was last brought into view
         self.slide_columns = None      # an export's columns (tui/headless.py: titles kept whole)
+        self.slide_fill = False        # an export fitted to its text: its rows share the screen
 
     # -- layout -----------------------------------------------------------------------
     def compose(self):
@@ -148,7 +149,7 @@ class MainScreen(Screen):
         # grow into them; otherwise panels take their natural height and the grid scrolls
         rows = -(-shown // cols)
         room = h - 4 - (self.query_one("#captionbar").outer_size.height or 5)
-        grid.set_class(rows > 0 and room >= rows * FILL_ROW, "-fill")
+        grid.set_class(rows > 0 and (room >= rows * FILL_ROW or self.slide_fill), "-fill")
         # narrow: a compact footer (which drops the least needed keys itself), so `? help`,
         # `q quit`, `m` and the palette key stay on it at 80 columns; below 60 the palette goes
         footer = self.query_one(KeysFooter)
