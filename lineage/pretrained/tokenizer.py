@@ -20,8 +20,13 @@ from .shards import resolve_dir
 # The most each tokenizer file may hold, a few times the largest published (Gemma 3's tokenizer.json
 # is 33 MB; Kimi's tiktoken.model 2.8 MB; GPT-2's vocab.json 1 MB): a file past its limit is refused
 # before it is read, so a lying folder cannot spend minutes and gigabytes in a parser.
-LIMITS = {"tokenizer.json": 64 << 20, "tiktoken.model": 16 << 20, "tokenizer_config.json": 8 << 20,
+LIMITS = {"tokenizer.json": 64 << 20, "tiktoken.model": 8 << 20, "tokenizer_config.json": 8 << 20,
           "vocab.json": 16 << 20, "merges.txt": 16 << 20}
+# ... and what its parse may cost: a JSON file's object members (counted as its colons, before it is
+# parsed) and a tiktoken.model's ranks, each about twice the largest published vocabulary (Gemma 3:
+# 262,144). A tokenizer.json of 1.9M tiny entries, inside the byte limit, took 5.7 s and 785 MB;
+# 1M tiktoken ranks 6.8 s and 620 MB; at these bounds about 1.3 s and 390 MB
+MEMBERS = MAX_RANKS = 1 << 19
 
 
 class HFTokenizer:
@@ -61,9 +66,6 @@ KIMI_PATTERN = "|".join([
 ])
 
 
-MAX_RANKS = 1 << 20         # BPE ranks in a tiktoken.model (the published ones have 100K-200K)
-
-
 def is_panic(e: BaseException) -> bool:
     """A Rust library's panic (pyo3_runtime.PanicException): a BaseException, so `except
     Exception` misses it, and not importable by name; told by its class name."""
@@ -90,7 +92,8 @@ def read_ranks(path: Path, data: bytes) -> dict[bytes, int]:
         except binascii.Error:
             raise PretrainedError(f"{path}:{n}: token {_shown(parts[0])} is not base64") from None
         rank = int(parts[1]) if len(parts[1]) < 10 else MAX_RANKS
-        why = ("an empty token" if not token else f"rank {_shown(parts[1])} is past {MAX_RANKS:,}" if rank >= MAX_RANKS
+        why = ("an empty token" if not token
+               else f"rank {_shown(parts[1])} is out of range (lineage reads ranks below {MAX_RANKS:,})" if rank >= MAX_RANKS
                else f"token {_shown(parts[0])} is given twice" if token in ranks
                else f"rank {rank} is given twice" if rank in seen else None)
         if why:
@@ -140,17 +143,20 @@ def present(path: Path) -> bool:
 
 
 def read(path: Path) -> bytes:
-    """A tokenizer file whole, within its LIMITS; PretrainedError naming it otherwise."""
+    """A tokenizer file whole, within its LIMITS (and MEMBERS); PretrainedError naming it otherwise."""
     try:
-        return read_regular(path, LIMITS[path.name])
+        data = read_regular(path, LIMITS[path.name])
     except OSError as e:
         raise PretrainedError(f"{path}: cannot be read ({e.strerror or type(e).__name__})") from None
+    if path.suffix == ".json" and data.count(b":") > MEMBERS:
+        raise PretrainedError(f"{path}: over {MEMBERS:,} entries (lineage reads at most that many)")
+    return data
 
 
 def specials(path: Path, ranks: dict) -> dict[str, int]:
     """tokenizer_config.json's `added_tokens_decoder` ({"id": {"content": text}}) as {text: id},
     each id a number of its own past the BPE ranks' (tiktoken's core panics on a shared one)."""
-    table = read_json(path, LIMITS[path.name]).get("added_tokens_decoder") or {}
+    table = read_json(path, LIMITS[path.name], MEMBERS).get("added_tokens_decoder") or {}
     if not isinstance(table, dict):
         raise PretrainedError(f"{path}: added_tokens_decoder: expected an object of id -> token")
     taken, out = set(ranks.values()), {}

@@ -45,7 +45,7 @@ def _ranks_with(*lines: bytes) -> bytes:
     (_ranks_with(b"@@@@ 256\n"), ("tiktoken.model:257", "'@@@@' is not base64")),
     (_ranks_with(b"YWI= 255\n"), ("tiktoken.model:257", "rank 255 is given twice")),     # a Rust panic at build
     (_ranks_with(b"YQ== 300\n"), ("tiktoken.model:257", "given twice")),
-    (_ranks_with(b"YWI= 99999999999999999999\n"), ("tiktoken.model:257", "past")),
+    (_ranks_with(b"YWI= 99999999999999999999\n"), ("tiktoken.model:257", "out of range")),
     (b"YQ== 0\n", ("tiktoken.model", "byte 0x00 has no token")),                       # a panic at encode
 ], ids=["not lines of ranks", "invalid base64", "a rank twice", "a token twice", "a huge rank", "bytes missing"])
 def test_broken_tiktoken_file_is_one_line(tmp_path, data, words):
@@ -92,6 +92,13 @@ BROKEN = {
     "tiktoken.model of 600 MB": ("tiktoken.model", lambda p: _sparse(p, 600 << 20), ("tiktoken.model", "limit")),
     "tokenizer_config.json of 300 MB": ("tokenizer_config.json", lambda p: _sparse(p, 300 << 20),
                                         ("tokenizer_config.json", "limit")),
+    "tokenizer.json of 600,000 entries": (      # inside the byte limit, 1.9M tiny ones took 5.7 s and 785 MB
+        "tokenizer.json", lambda p: p.write_text(json.dumps({"model": {"vocab": {f"t{i}": i for i in range(600_000)}}})),
+        ("tokenizer.json", "over 524,288 entries")),
+    "tiktoken.model of 600,000 ranks": (
+        "tiktoken.model", lambda p: p.write_bytes(_ranks_with(*(base64.b64encode(i.to_bytes(3, "big")) + b" %d\n" % i
+                                                                for i in range(256, 600_000)))),
+        ("tiktoken.model:524289", "'524288' is out of range", "below 524,288")),
     "tokenizer.json malformed": ("tokenizer.json", lambda p: p.write_text("{not json"),
                                  ("tokenizer.json", "tokenizers refused it")),
     "tokenizer.json nested": ("tokenizer.json", lambda p: p.write_text("[" * 100_000 + "]" * 100_000),
