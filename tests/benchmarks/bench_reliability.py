@@ -114,6 +114,17 @@ def index(n, shards):
     return write("model.safetensors.index.json", ('{"weight_map": {' + entries + "}}").encode())
 
 
+def word_level(n):              # a tokenizer.json of n tiny vocabulary entries
+    vocab = ",".join(f'"t{i}": {i}' for i in range(n))
+    return write("tokenizer.json", ('{"model": {"type": "WordLevel", "unk_token": "t0", "vocab": {' + vocab +
+                                    "}}}").encode())
+
+
+def many_ranks(n):
+    ranks = b"".join(base64.b64encode(i.to_bytes(3, "big") + b"z") + b" %d\n" % (256 + i) for i in range(n))
+    return kimi_tokenizer(ranks)
+
+
 def both(*spoils):
     def spoil(path):
         for s in spoils:
@@ -141,6 +152,7 @@ CASES = [
     ("gpt2", "index naming 20,000 shards", index(20_000, 20_000), "load"),
     ("gpt2", "tokenizer.json of 300 MB", sparse("tokenizer.json", 300 << 20), "load"),
     ("gpt2", "tokenizer.json linked to /dev/zero", link("tokenizer.json", "/dev/zero"), "load"),
+    ("gpt2", "tokenizer.json of 1.9M tiny entries (36 MB)", word_level(1_900_000), "load"),
     ("gpt2", "tokenizer.json nested 100,000 deep", write("tokenizer.json", b"[" * 100_000 + b"]" * 100_000), "load"),
     ("llama", "num_hidden_layers: 1024", config(num_hidden_layers=1024), "load"),
     ("llama", "rope_scaling a list", config(rope_scaling=[1]), "load"),
@@ -164,6 +176,7 @@ CASES = [
     ("kimi_linear", "vocab_size: 1M", config(vocab_size=1 << 20), "load"),
     ("kimi_linear", "tiktoken.model with invalid base64", kimi_tokenizer(b"@@@@ 256\n"), "load"),
     ("kimi_linear", "tiktoken.model with a rank twice", kimi_tokenizer(b"YWI= 255\n"), "load"),
+    ("kimi_linear", "tiktoken.model of 1M ranks (16 MB)", many_ranks(1 << 20), "load"),
     ("kimi_linear", "tiktoken.model of 600 MB", sparse("tiktoken.model", 600 << 20), "load"),
     ("kimi_linear", "tokenizer_config.json of 300 MB", both(kimi_tokenizer(), sparse("tokenizer_config.json", 300 << 20)),
      "load"),
