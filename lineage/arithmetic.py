@@ -119,12 +119,12 @@ def model_memory(cfg, context: int, cache_dtype_bytes: int = 2, state_dtype_byte
             "dtypes": f"{cache_name} cache, {state_name} state" + (f", {cache_name} conv cache" if conv else "")}
 
 
-def batch_per_card(context: int, bytes_per_token: int, weight_bytes: int, card_bytes: int = H200_BYTES,
-                   state_bytes: int = 0) -> int:
-    """Sequences that fit beside the weights. Weights are fixed, the cache grows with context,
-    so once the cache dominates each doubling of context halves the batch."""
+def batch_per_card(cache_bytes: int, weight_bytes: int, card_bytes: int = H200_BYTES, state_bytes: int = 0) -> int:
+    """Sequences that fit beside the weights, each holding `cache_bytes` of cache (at its context,
+    model_memory's cache_bytes: a sliding window's part stops growing) and `state_bytes`. Weights
+    are fixed, so once a growing cache dominates each doubling of context halves the batch."""
     free = card_bytes - weight_bytes
-    per_seq = bytes_per_token * context + state_bytes
+    per_seq = cache_bytes + state_bytes
     return max(free // per_seq, 0) if per_seq else 0
 
 
@@ -153,21 +153,28 @@ def measured_memory(layers: list[dict], cfg, dtype_bytes: int | None = None) -> 
     elem = (latent / n_tok / n_mla / (mla.kv_lora_rank + mla.qk_rope_head_dim)) if (n_tok and n_mla) else 4
     kv_equiv = n_mla * mla.n_heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim) * elem if mla else 0
     if dtype_bytes is None:                 # the element size S was measured in, else the caches
-        ones = model_memory(cfg, 0, 1, 1)
-        elements, per_tok = ones["matrix_bytes"], ones["bytes_per_token"]
+        ones = model_memory(cfg, n_tok, 1, 1)      # element counts; a window's part stops at W
+        elements, cached = ones["matrix_bytes"], ones["cache_bytes"]
         if measured_S and elements:
             dtype_bytes = round(measured_S / elements)
-        elif n_tok and per_tok and latent + kv:     # attention only (its short conv counted in this size)
-            dtype_bytes = round((latent + kv) / n_tok / per_tok)
+        elif cached and latent + kv:     # attention only (its short conv counted in this size)
+            dtype_bytes = round((latent + kv) / cached)
         else:
             dtype_bytes = round(elem)
     account = model_memory(cfg, n_tok, int(dtype_bytes), int(dtype_bytes))
     conv, dtypes = account["conv_bytes"], account["dtypes"]
-    # the tokens after which the softmax KV cache stops growing: every softmax layer's sliding window
-    windows = {getattr(cfg.layer_mixer_config(i), "sliding_window", None)
-               for i, k in enumerate(mixers) if k == "softmax"}
+    # each softmax layer's rate and window: a windowed layer (Qwen3 windows some layers, not all)
+    # stops growing at its W, so the caches project layer by layer, not as one rate
+    rates: dict = {}
+    for i, k in enumerate(mixers):
+        if k == "softmax":
+            c = cfg.layer_mixer_config(i)
+            W = getattr(c, "sliding_window", None)
+            rates[W] = rates.get(W, 0) + c.cache_bytes_per_token(int(dtype_bytes))
+    windows = set(rates)
     window = windows.pop() if len(windows) == 1 else None
     return {"tokens": n_tok, "latent": latent, "kv": kv, "state": measured_S + conv, "conv": conv,
             "dtypes": dtypes, "kv_window": window,
+            "kv_windows": tuple(sorted(((W, r) for W, r in rates.items() if W), key=lambda wr: wr[0])),
             "latent_per_tok": latent / n_tok if n_tok else 0.0, "kv_per_tok": kv / n_tok if n_tok else 0.0,
             "kv_equiv_per_tok": kv_equiv}

@@ -99,7 +99,7 @@ def kv_batch(contexts=(8192, 16384, 32768, 65536, 131072, 262144), n_layers: int
     with the weights left out (pass weight_bytes to include them)."""
     per_token = kv_bytes_per_token(kv_heads, head_dim, dtype_bytes) * n_layers
     return [{"context": n, "bytes_per_token": per_token, "cache_bytes": per_token * n,
-             "batch": batch_per_card(n, per_token, weight_bytes, card_bytes)} for n in contexts]
+             "batch": batch_per_card(per_token * n, weight_bytes, card_bytes)} for n in contexts]
 
 
 def figure_steps(fig) -> int:
@@ -175,7 +175,8 @@ def _kv_cache_row(fig, i: int) -> dict:
         out["compare"] = {"preset": fig.compare, "bytes_per_token": m["bytes_per_token"],
                           "state_bytes": m["state_bytes"], "dtypes": m["dtypes"],
                           "less_per_token": row["bytes_per_token"] / m["bytes_per_token"],
-                          "batches": [batch_per_card(n, m["bytes_per_token"], weights, card, m["state_bytes"])
+                          "batches": [batch_per_card(model_memory(get_preset(fig.compare), n, fig.dtype_bytes)
+                                                     ["cache_bytes"], weights, card, m["state_bytes"])
                                       for n in fig.contexts]}
     return out
 

@@ -82,7 +82,7 @@ def _memory(args) -> int:
         if n < 1:
             continue
         mm = model_memory(cfg, n)
-        mm["batch_per_card"] = batch_per_card(n, mm["bytes_per_token"], weights, card, mm["state_bytes"])
+        mm["batch_per_card"] = batch_per_card(mm["cache_bytes"], weights, card, mm["state_bytes"])
         rows.append(mm)
     if args.json:
         print(json.dumps({"preset": cfg.name, "weight_bytes": weights, "card_bytes": per_card,

@@ -109,6 +109,7 @@ class CacheView:
     conv: int = 0                # short-convolution caches (in `state`), by lineage.arithmetic.model_memory
     dtypes: str = ""             # the element sizes counted, for the screen
     kv_window: int | None = None  # every softmax layer's sliding window: its KV stops growing at this many tokens
+    kv_windows: tuple = ()        # ((W, bytes per token of the layers windowed at W), ...), some layers or all
 
     @property
     def cache(self) -> int:
@@ -120,10 +121,19 @@ class CacheView:
         return self.latent_per_tok + self.kv_per_tok
 
     def cache_at(self, n: float) -> float:
-        """The caches projected to n tokens: a sliding window's KV stops growing at its window."""
-        if self.kv_window is None:
+        """The caches projected to n tokens: each windowed layer's KV stops growing at its window.
+        Past the windows the measured per-token rate is not a rate; below them it is."""
+        if not self.kv_windows:
             return self.per_tok * n
-        return self.latent_per_tok * n + self.kv_per_tok * min(n, self.kv_window)
+        tokens = max(self.tokens, 1)
+        windowed_now = sum(r * min(tokens, W) for W, r in self.kv_windows)
+        full_rate = max(self.kv - windowed_now, 0) / tokens           # the layers without a window
+        return (self.latent_per_tok + full_rate) * n + sum(r * min(n, W) for W, r in self.kv_windows)
+
+    @property
+    def windowed(self) -> bool:
+        """Some softmax layers' caches stop growing."""
+        return bool(self.kv_windows)
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,16 @@ def prepare(cur, i: int, p: dict, width: int) -> CachePanelView:
     b, batch = (records[m] if m < len(records) else None), None
     if b is not None and b.per_tok:
         weights = int(info["models"][m].get("params", 0) * 2)
-        batch = batch_per_card(ctx, int(b.per_tok), weights, state_bytes=b.state) if not b.kv_window else \
-            batch_per_card(1, int(b.cache_at(ctx)), weights, state_bytes=b.state)     # the window's cache, once
+        batch = batch_per_card(int(b.cache_at(ctx)), weights, state_bytes=b.state)
     return CachePanelView(names, records, m, ctx, batch)
+
+
+def window_note(b) -> str:
+    """Which KV caches stop growing, and where."""
+    if b.kv_window:
+        return f"sliding window: the KV cache stops growing at {b.kv_window:,} tokens"
+    at = ", ".join(f"{W:,}" for W, _ in b.kv_windows)
+    return f"sliding windows: the windowed layers' KV stops growing at {at} tokens; the other layers' grows"
 
 
 def lines(view: CachePanelView, width: int) -> list[str]:
@@ -47,9 +54,9 @@ def lines(view: CachePanelView, width: int) -> list[str]:
         per_tok = cache_b / n_tok if n_tok else 0.0
         out.append(f"  {name}: {n_tok} tokens cached, cache {fmt_bytes(cache_b)} "
                    f"({per_tok:,.0f} B/token), {fixed_part(b)} {fmt_bytes(state_b)} (constant; {b.dtypes})")
-        at = b.cache_at if b.kv_window else (lambda n: per_tok * n)
-        if b.kv_window:
-            out.append(f"  a sliding window: the KV cache stops growing at {b.kv_window:,} tokens")
+        at = b.cache_at if b.windowed else (lambda n: per_tok * n)
+        if b.windowed:
+            out.append(f"  {window_note(b)}")
         if per_tok and not conv_only(b):
             cross = state_b / per_tok
             out.append(f"  at {ctx:,} tokens: cache {fmt_bytes(at(ctx))} vs state {fmt_bytes(state_b)}; "
@@ -125,8 +132,8 @@ class CachePanel(Panel):
                  f"{fixed_part(b, short=True)} {fmt_bytes(b.state)} (constant)\ncounted as {b.dtypes}")
         if cross:
             t.append(f"\ncrossover at {cross:,.0f} tokens: state larger before, cache after")
-        if b.kv_window:
-            t.append(f"\nsliding window: the KV cache stops growing at {b.kv_window:,} tokens")
+        if b.windowed:
+            t.append(f"\n{window_note(b)}")
         t.append(f"\nat {ctx:,} tokens: cache {fmt_bytes(b.cache_at(ctx))}, as plain MHA {fmt_bytes(b.kv_equiv_per_tok * ctx)}")
         if batch is not None:
             # the card in the chart's units: an H200's 141e9 bytes are 131.3 GiB

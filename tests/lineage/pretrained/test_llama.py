@@ -370,6 +370,28 @@ def test_windowed_memory_arithmetic_stops_growing_as_the_cache_does(tmp_path):
     assert seen["tokens"] == 5 and seen["kv"] == measured[-1] and seen["kv_window"] == 5
 
 
+def test_some_layers_windowed_project_layer_by_layer(tmp_path):
+    """Qwen3 with one full layer and two windowed at W = 5: what the cache panel projects from a
+    frame (CacheView.cache_at) and the batch `lineage memory` prints follow model_memory, the
+    full layer growing and the windowed ones stopping, before and past the window."""
+    from lineage.arithmetic import batch_per_card, measured_memory, model_memory
+    from lineage.playback.observe import CacheView
+    make(tmp_path, family="qwen3", use_sliding_window=True, sliding_window=5, num_hidden_layers=3,
+         max_window_layers=1)
+    model, _ = lineage.load_pretrained(tmp_path)
+    with torch.no_grad():
+        _, state = model(torch.tensor([[3, 4]]))
+        for t in range(6):
+            obs = {}
+            _, state = model.step(torch.tensor([10 + t]), state, obs)
+            view = CacheView(**measured_memory([lo["mixer"] for lo in obs["layers"]], model.cfg))
+            assert view.windowed and view.kv_window is None
+            for n in (3, 5, 100, 1 << 20):
+                assert view.cache_at(n) == model_memory(model.cfg, n, 4, 4)["cache_bytes"], (state.pos, n)
+    m = model_memory(model.cfg, 1 << 20)
+    assert batch_per_card(m["cache_bytes"], 0, 10**12) > batch_per_card(m["bytes_per_token"] << 20, 0, 10**12)
+
+
 def test_a_windowed_checkpoint_draws_past_its_window(tmp_path, capsys):
     """Past W the attention panel still covers positions 0 .. pos (0 outside the window) and the
     cache panel counts W tokens cached."""
