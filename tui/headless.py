@@ -38,7 +38,8 @@ async def settle(pilot) -> None:
 
 def _slide_mode(app, panel: str | None) -> None:
     """A picture, not the app: no header, timeline, keys or status line, a head line with the
-    title, step and token instead; with a panel, that panel maximised under it."""
+    title, step and token instead; with a panel, that panel maximised under it (panels of
+    that kind side by side where there are several)."""
     from textual.widgets import Header, Static
 
     from .panels.base import Panel
@@ -54,11 +55,14 @@ def _slide_mode(app, panel: str | None) -> None:
         bar.border_title = ""          # the caption under a slide needs no label
     if not screen.query("#slidehead"):
         screen.mount(Static("", id="slidehead"), before=0)
-    if panel is None:
-        return
-    chosen = [p for p in app.query(Panel) if p.kind == panel]
-    if chosen:
+    chosen = [p for p in screen.query("#panels > Panel") if p.kind == panel]
+    if len(chosen) == 1:               # several of its kind (a state per model) share the picture
         screen.maximize(chosen[0])
+
+
+def _several(app, panel: str | None) -> bool:
+    """Whether a slide of `panel` shows more than one panel (one of each model compared)."""
+    return panel is not None and sum(p.kind == panel for p in app.screen.query("#panels > Panel")) > 1
 
 
 def slide_kind(info: dict, i: int, panel: str | None = None) -> str | None:
@@ -116,7 +120,7 @@ def _crowded(shown) -> bool:
 async def _fit_columns(app, pilot, screen, grid, shown, titles, cursor, target, force: bool = False) -> None:
     """As many columns as keep every title (their lengths) whole while the rows still fit;
     redrawn if changed (which puts each title back whole)."""
-    room = app.size.height - 1 - screen.query_one("#captionbar").outer_size.height
+    room = app.size.height - 4 - screen.query_one("#captionbar").outer_size.height     # as _fit_layout counts it
     most = 3 if app.size.width >= 150 else 2 if app.size.width >= 100 else 1
     cols = _columns(app.size.width, titles, most, room // FILL_ROW)
     if cols != grid.styles.grid_size_columns or force:
@@ -180,7 +184,8 @@ async def _show(app, pilot, step: int, panel: str | None, path: str, focus: bool
     grid = screen.query_one("#panels")
     panels = [p for p in grid.children if isinstance(p, Panel)]
     kind = slide_kind(cursor.info, target, panel) if focus or panel else None
-    if panel is None:
+    whole = panel is None or _several(app, panel)       # not one panel maximised: the grid, filtered
+    if whole:
         for p in panels:               # hidden ones are not prepared: set before the step is asked for
             p.display = kind is None or p.kind == kind
         screen.slide_columns, screen.slide_fill = None, False
@@ -199,13 +204,13 @@ async def _show(app, pilot, step: int, panel: str | None, path: str, focus: bool
     await pilot.pause(0.2)
     shown = [screen.maximized] if screen.maximized is not None else [p for p in panels if p.display]
     titles = [cell_len(str(p.border_title)) for p in shown]       # whole: nothing has shortened them yet
-    if panel is None:
+    if whole:
         await _fit_columns(app, pilot, screen, grid, shown, titles, cursor, target)
     if screen.maximized is not None:
         screen.maximized.show(cursor, target)                # drawn at its maximised size
         await pilot.pause(0.1)
     await _name_models(app, pilot, screen, shown, cursor, target)
-    if panel is None and grow:         # a crowded picture: the same picture larger, so it all fits
+    if whole and grow:                 # a crowded picture: the same picture larger, so it all fits
         for _ in range(3):
             if not _crowded(shown) or app.size.width >= grow[0] * MOST_GROWTH:
                 break
@@ -233,7 +238,7 @@ async def _export(path: str, steps: list[int], panel: str | None, size, salvage:
         if len(app.screen_stack) > 1 or app.cursor is None:    # an error dialog: the file did not open
             raise RuntimeError(f"{path}: could not be opened")
         _slide_mode(app, panel)
-        grow = tuple(size) if grow and panel is None else None
+        grow = tuple(size) if grow and (panel is None or _several(app, panel)) else None
         for step in steps:
             shown = await _show(app, pilot, step, panel, path, focus, grow)
             each(shown, screen_svg(app, f"lineage - step {shown + 1}"))
