@@ -106,3 +106,11 @@ def test_a_slide_of_text_is_as_tall_as_its_text(deck):
         assert _height(svg) < 0.6 * 1219, png.name        # 1219: the default picture's height
         assert "needs at least" not in svg and " c  beta  old err  new err" in svg
     assert "> 0.70  1.00     0.49" in _read(deck / "02-step0005.png")
+
+
+def test_a_panels_slide_shows_every_panel_of_its_kind(tmp_path):
+    # fig5 step 9: the separator clears the gated memory; its state panel is the second one
+    svg = _svg(tmp_path, "fig5_gating", "--step", "9", "--panel", "state")
+    assert "L0 delta · head 0/1" in svg and "L0 gated_delta · head 0/1" in svg
+    assert "norm 2.347" in svg and "norm 0.016" in svg           # the full memory and the cleared one
+    assert "reads, error" not in svg and "The separator:" in svg
