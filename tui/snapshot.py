@@ -68,12 +68,13 @@ def slide_steps(info: dict, total: int, panel: str | None = None) -> list[int]:
     return sorted({slide_step(caps, c, total) for c in caps if about(c, panel)}) or [total - 1]
 
 
-# A picture of the screen and nothing else: no window buttons or title bar, no web font (the
-# viewer's own monospace draws it; PNGs name an installed one below). Rich fills the fields.
+# A picture of the screen and nothing else: no window buttons or title bar, no web font (a
+# stack of system monospace fonts whose block glyphs fill their cells, then the viewer's own
+# monospace; PNGs name an installed one below). Rich fills the fields.
 SVG_FORMAT = """<svg class="rich-terminal" viewBox="0 0 {terminal_width} {terminal_height}" \
 xmlns="http://www.w3.org/2000/svg">
 <style>
-.{unique_id}-matrix {{ font-family: monospace; font-size: {char_height}px; line-height: {line_height}px;
+.{unique_id}-matrix {{ font-family: "DejaVu Sans Mono", Menlo, Consolas, "Liberation Mono", "Noto Sans Mono", monospace; font-size: {char_height}px; line-height: {line_height}px;
   font-variant-east-asian: full-width; }}
 {styles}
 </style>

@@ -114,3 +114,10 @@ def test_a_panels_slide_shows_every_panel_of_its_kind(tmp_path):
     assert "L0 delta · head 0/1" in svg and "L0 gated_delta · head 0/1" in svg
     assert "norm 2.347" in svg and "norm 0.016" in svg           # the full memory and the cleared one
     assert "reads, error" not in svg and "The separator:" in svg
+
+
+def test_an_svg_names_system_monospace_fonts_and_no_web_font(tmp_path):
+    svg = _svg(tmp_path, "fig5_gating", "--step", "17", "--panel", "recall")
+    family = re.search(r"font-family: ([^;]+);", svg).group(1)
+    assert family.startswith('"DejaVu Sans Mono", Menlo, Consolas') and family.endswith("monospace")
+    assert "@font-face" not in svg and "url(http" not in svg and "Fira Code" not in svg
