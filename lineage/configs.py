@@ -441,6 +441,9 @@ class ModelConfig:
     # layer_types). None: every softmax layer as attention says
     windows: tuple[str, ...] | None = None
     n_positions: int = 0               # > 0: a learned position table of this length (GPT-2)
+    # the residual stream in at least float32 whatever the weights' dtype, each sublayer reading
+    # it cast to theirs (Mamba-2's residual_in_fp32: a bf16 stream 64 layers deep loses the sum)
+    residual_fp32: bool = False
     tie_embeddings: bool = False
     embed_std: float | None = None     # token embedding init; None: torch's N(0, 1). GPT-2 and trained presets: 0.02
     shape_only: bool = False           # published shapes for arithmetic; never instantiated

@@ -11,6 +11,7 @@ import importlib
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .configs import MIXERS, ModelConfig
@@ -76,6 +77,7 @@ class Block(nn.Module):
         return state
 
     def _in(self, norm: nn.Module, h: Tensor) -> Tensor:
+        h = h.to(norm.weight.dtype)                 # a float32 stream (residual_fp32) read in the weights' dtype
         return h if self.post else norm(h)          # pre-norm: the sublayer reads a normed stream
 
     def _out(self, norm: nn.Module, y: Tensor) -> Tensor:
@@ -132,7 +134,7 @@ class LM(nn.Module):
         x, _ = res.out()
         if last:
             x = x[:, -1:]
-        return self.lm_head(self.norm_f(x)), ModelState(pos + ids.shape[1], new)
+        return self.lm_head(self._final(x)), ModelState(pos + ids.shape[1], new)
 
     def step(self, ids_t: Tensor, state: ModelState | None, obs: dict | None = None) -> tuple[Tensor, ModelState]:
         """ids_t (B,) -> logits (B, vocab). With `obs` a dict, every layer reports what it holds:
@@ -144,7 +146,7 @@ class LM(nn.Module):
             {"mixer": {}, "ffn": {}, "attnres": []} for _ in self.blocks]
         new = [blk.step(res, st, lo) for blk, st, lo in zip(self.blocks, old, layer_obs)]
         x, w = res.out()
-        logits = self.lm_head(self.norm_f(x))                                # (B, vocab)
+        logits = self.lm_head(self._final(x))                                # (B, vocab)
         if obs is not None:
             if w is not None:
                 obs["attnres_final"] = w.detach()
@@ -166,4 +168,14 @@ class LM(nn.Module):
         return x
 
     def _residual(self, x: Tensor):
+        if self.cfg.residual_fp32:
+            x = x.to(torch.promote_types(x.dtype, torch.float32))
         return Residual(x) if self.attnres is None else self.attnres.stream(x)
+
+    def _final(self, x: Tensor) -> Tensor:
+        """The stream's last norm, in the stream's precision, handed to the head in its dtype."""
+        w = self.norm_f.weight
+        if x.dtype == w.dtype:
+            return self.norm_f(x)
+        return F.rms_norm(x, w.shape, w.to(x.dtype), self.norm_f.eps).to(w.dtype) \
+            if isinstance(self.norm_f, nn.RMSNorm) else self.norm_f(x.to(w.dtype))

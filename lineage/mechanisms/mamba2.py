@@ -30,10 +30,10 @@ class GatedRMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(channels))
 
     def forward(self, y: Tensor, z: Tensor) -> Tensor:
-        # y, z: (..., channels)
-        h = (y * F.silu(z)).unflatten(-1, (self.groups, -1))                    # (..., G, channels / G)
+        # y, z: (..., channels), in y's precision (float32 for a half-precision model's scan)
+        h = (y * F.silu(z.to(y.dtype))).unflatten(-1, (self.groups, -1))       # (..., G, channels / G)
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-        return h.flatten(-2) * self.weight
+        return h.flatten(-2) * self.weight.to(y.dtype)
 
 
 class Mamba2(nn.Module):
@@ -74,12 +74,15 @@ class Mamba2(nn.Module):
 
     def _output(self, y: Tensor, z: Tensor) -> Tensor:
         # y: (B, T, H, P) -> (B, T, d_model)
-        return self.out_proj(self.norm(y.flatten(-2), z))
+        return self.out_proj(self.norm(y.flatten(-2), z).to(self.out_proj.weight.dtype))
 
     def forward(self, x: Tensor, state: DeltaState | None = None) -> tuple[Tensor, DeltaState]:
         z, xs, Bm, Cm, conv = self._inputs(x, None if state is None else state.conv)
-        y, S = ops.ssd(xs, self._dt(x), self._decay(x), Bm, Cm, D=self.D,
-                       initial_state=None if state is None else state.S, chunk_size=self.cfg.chunk_size)
+        # the scan and the gated norm in at least float32, as published: in bf16 the state's sums
+        # over a chunk and the norm's mean lose what a 64-layer model adds up
+        w = torch.promote_types(x.dtype, torch.float32)
+        y, S = ops.ssd(xs.to(w), self._dt(x).to(w), self._decay(x).to(w), Bm.to(w), Cm.to(w), D=self.D.to(w),
+                       initial_state=None if state is None else state.S.to(w), chunk_size=self.cfg.chunk_size)
         return self._output(y, z), DeltaState(S, conv)      # DeltaState: the same S and conv cache
 
     def step(self, x_t: Tensor, state: DeltaState | None, obs: dict | None = None) -> tuple[Tensor, DeltaState]:
@@ -87,17 +90,18 @@ class Mamba2(nn.Module):
         cfg = self.cfg
         x = x_t[:, None]                                                        # (B, 1, d)
         z, xs, Bm, Cm, conv = self._inputs(x, None if state is None else state.conv)
-        xs = xs[:, 0]                                                           # (B, H, P)
-        k, q = (t[:, 0].repeat_interleave(cfg.n_heads // cfg.n_groups, dim=1) for t in (Bm, Cm))   # (B, H, N)
-        dt = self._dt(x)[:, 0]                                                  # (B, H)
-        alpha = self._decay(x)[:, 0].exp()                                      # (B, H): retention
+        w = torch.promote_types(x.dtype, torch.float32)                        # as forward: float32 at least
+        xs = xs[:, 0].to(w)                                                     # (B, H, P)
+        k, q = (t[:, 0].repeat_interleave(cfg.n_heads // cfg.n_groups, dim=1).to(w) for t in (Bm, Cm))   # (B, H, N)
+        dt = self._dt(x)[:, 0].to(w)                                            # (B, H)
+        alpha = self._decay(x)[:, 0].to(w).exp()                                # (B, H): retention
         Bsz, H, N = k.shape
-        S = xs.new_zeros(Bsz, H, N, cfg.head_dim) if state is None else state.S.to(xs.dtype)
+        S = xs.new_zeros(Bsz, H, N, cfg.head_dim) if state is None else state.S.to(w)
         S = alpha[..., None, None] * S                                          # fade the whole state
         read = (k[:, :, None] @ S).squeeze(2)                                   # (B, H, P): B's recall, after decay
         dS = k[..., None] * (dt[..., None] * xs)[:, :, None]                    # (B, H, N, P): B^T (dt x)
         S = S + dS
-        y = (q[:, :, None] @ S).squeeze(2) + self.D[:, None] * xs               # (B, H, P), includes this token
+        y = (q[:, :, None] @ S).squeeze(2) + self.D[:, None].to(w) * xs         # (B, H, P), includes this token
         if obs is not None:
             # dt is the write's strength: it goes where the delta family's beta goes
             obs.update(kind="mamba2", S=S.detach(), dS=dS.detach(), read=read.detach(), v=xs.detach(),

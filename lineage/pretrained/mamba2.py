@@ -35,9 +35,8 @@ def config(f: Fields, name: str) -> ModelConfig:
     if limit not in ([0.0, float("inf")], [0.0, "Infinity"]):      # compared, never converted
         raise f._bad("time_step_limit", "only the unclamped (0.0, inf) step size is supported")
     eps = f.get("layer_norm_epsilon", 1e-5, float)
-    # init-only or float32-only: residual_in_fp32 is what float32 already does
     f.ignore("time_step_rank", "time_step_min", "time_step_max", "time_step_floor", "initializer_range",
-             "rescale_prenorm_residual", "residual_in_fp32")
+             "rescale_prenorm_residual")      # init-only
     G = f.get("n_groups", 1, int)
     if H % G:
         raise f._bad("n_groups", f"num_heads {H} must be a multiple of n_groups {G}")
@@ -47,6 +46,7 @@ def config(f: Fields, name: str) -> ModelConfig:
                             conv_size=f.get("conv_kernel", 4, int), chunk_size=f.get("chunk_size", 256, int),
                             norm_eps=eps),
         norm="rms", norm_eps=eps, tie_embeddings=f.get("tie_word_embeddings", False, bool),
+        residual_fp32=f.get("residual_in_fp32", True, bool),
         notes="Mamba-2 checkpoint")
 
 
