@@ -107,9 +107,8 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
     tok = scenario_tokenizer(sc, base_dir)
     if sc.input is not None and sc.input.text is not None and tok is None and specs and specs[0].pretrained \
             and cfgs[0] is not None:
-        problems.append(loc.problem(("input", "text"), f"{specs[0].label} has no tokenizer files (tokenizer.json): "
-                                    "give the input as ids"))
-    if sc.input is not None and sc.input.text is not None and tok is None:
+        problems.append(loc.problem(("input", "text"), _no_tokenizer(specs[0], base_dir or sc.base_dir)))
+    elif sc.input is not None and sc.input.text is not None and tok is None:     # text refused above, else bytes
         for i, cfg in enumerate(cfgs):     # text is read byte by byte: ids 0..255
             if cfg is not None and cfg.vocab_size < 256:
                 problems.append(loc.problem(sc.model_path(i), f"{cfg.name} has a vocabulary of {cfg.vocab_size}; "
@@ -240,6 +239,17 @@ def _check_table(sc: Scenario, key: str, loc: Located, problems: list) -> None:
     need = seq.n_keys if key == "keys" else seq.n_values
     if len(rows) < need:
         problems.append(loc.problem(path, f"has {len(rows)} rows; the task uses {need} {key}"))
+
+
+def _no_tokenizer(spec, base_dir: Path | None) -> str:
+    """Why a checkpoint gives no tokenizer: none there, or the broken file's own one line."""
+    from ..pretrained.problems import PretrainedError
+    from ..pretrained.tokenizer import tokenizer_for
+    try:
+        tokenizer_for(pretrained_dir(spec, base_dir), strict=True)
+    except PretrainedError as e:
+        return f"{spec.label}'s tokenizer cannot be read: {e}"
+    return f"{spec.label} has no tokenizer files (tokenizer.json): give the input as ids"
 
 
 def scenario_tokenizer(sc: Scenario, base_dir: Path | None = None):

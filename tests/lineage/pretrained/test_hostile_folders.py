@@ -231,3 +231,17 @@ def test_an_index_past_its_size_limit(built, tmp_path):
     with open(path / "model.safetensors.index.json", "wb") as f:
         f.truncate(40 << 20)
     refused(path, "model.safetensors.index.json", "cannot be read", "limit 33,554,432")
+
+
+def test_a_scenario_on_a_broken_tokenizer_names_the_file(built, tmp_path, capsys):
+    """A scenario file whose text goes to a checkpoint with a broken tokenizer.json: validate's
+    located line says what is wrong with the file, not that there are no tokenizer files."""
+    path = copy(built, "gpt2", tmp_path)
+    (path / "tokenizer.json").write_text('{"model": 3}')
+    sc = tmp_path / "s.yaml"
+    sc.write_text(f"version: 1\ntitle: t\nmodel: {{pretrained: {path}}}\ninput:\n  text: hello there\n"
+                  "steps: 4\npanels: [{kind: tokens}]\n")
+    assert main(["validate", str(sc)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "s.yaml:5:" in err[0] and "input.text" in err[0] and "tokenizer.json" in err[0] and "tokenizers refused it" in err[0] \
+        and "no tokenizer files" not in err[0], err
