@@ -3,6 +3,9 @@
 Every entry is a colour of the xterm 6x6x6 cube (components 00 5f 87 af d7 ff), so quantising
 truecolor down to 256 colours maps each step to itself and no two steps merge. Zero sits at a
 dark grey: magnitude reads as brightness, sign as hue (blue negative, red/orange positive).
+On a light theme the scales turn over: zero sits at a light grey near the page and a value
+reads as darker, more saturated ink the larger it is, with the same hues for sign, so a light
+slide shows a quiet page where the memory is empty rather than a dark box.
 """
 from __future__ import annotations
 
@@ -20,10 +23,16 @@ DIVERGING = ["#87d7ff", "#5fafff", "#0087ff", "#005fd7", "#0000af", "#00005f",  
              "#262626",                                                          # zero
              "#5f0000", "#870000", "#d70000", "#ff5f00", "#ffaf00", "#ffd75f"]   # weak .. strong positive
 SEQUENTIAL = ["#262626", "#005f5f", "#008787", "#00af87", "#00d787", "#5fff87", "#d7ff87", "#ffffd7"]
+# the light theme's: as many steps as the dark ones (the indices are shared), zero near the page
+DIVERGING_LIGHT = ["#00005f", "#0000d7", "#005fff", "#5f87ff", "#87afff", "#afd7ff",   # strong .. weak negative
+                   "#d7d7d7",                                                          # zero
+                   "#ffd7af", "#ffaf87", "#ff875f", "#ff5f00", "#d70000", "#870000"]   # weak .. strong positive
+SEQUENTIAL_LIGHT = ["#d7d7d7", "#afd7af", "#87d787", "#5faf87", "#00af87", "#008787", "#005f87", "#00005f"]
 
-
-_DIV_STYLES = [Color.parse(c) for c in DIVERGING]
-_SEQ_STYLES = [Color.parse(c) for c in SEQUENTIAL]
+_SCALES = {(scale, dark): [Color.parse(c) for c in colours]
+           for (scale, dark), colours in {("diverging", True): DIVERGING, ("sequential", True): SEQUENTIAL,
+                                          ("diverging", False): DIVERGING_LIGHT,
+                                          ("sequential", False): SEQUENTIAL_LIGHT}.items()}
 NAN = -1                  # the index of a value that is not a number: drawn in a colour no scale uses
 _NAN_STYLE = Color.parse("#ff00ff")
 
@@ -50,17 +59,24 @@ def sequential_index(x: np.ndarray, vmin: float = 0.0, vmax: float = 1.0) -> np.
     return np.where(nan, NAN, np.rint(np.nan_to_num(r) * n)).astype(np.int64)
 
 
-def colour(idx: int, scale: str) -> Color:
+def colours(scale: str, dark: bool = True) -> list[str]:
+    """The steps of a scale as colour names, for the theme (`dark`: a dark theme's)."""
+    if scale == "diverging":
+        return DIVERGING if dark else DIVERGING_LIGHT
+    return SEQUENTIAL if dark else SEQUENTIAL_LIGHT
+
+
+def colour(idx: int, scale: str, dark: bool = True) -> Color:
     if idx < 0:
         return _NAN_STYLE
-    return (_DIV_STYLES if scale == "diverging" else _SEQ_STYLES)[idx]
+    return _SCALES["diverging" if scale == "diverging" else "sequential", bool(dark)][idx]
 
 
-@lru_cache(maxsize=1024)
-def half_block(top: int, bottom: int | None, scale: str) -> Style:
+@lru_cache(maxsize=2048)
+def half_block(top: int, bottom: int | None, scale: str, dark: bool = True) -> Style:
     """Style of a '▀' cell showing two values: the top one in the foreground, the bottom one behind."""
-    fg = colour(top, scale)
-    bg = colour(bottom, scale) if bottom is not None else None
+    fg = colour(top, scale, dark)
+    bg = colour(bottom, scale, dark) if bottom is not None else None
     return Style(color=fg, bgcolor=bg)
 
 

@@ -108,9 +108,14 @@ def _groups(key_w: int, widths: list[int], width: int) -> list[list[int]]:
     return [[j] for j in range(len(widths))]
 
 
-def error_style(err: float) -> Style:
+# green, amber, red: bright on a dark theme, deep enough to read on a light one
+ERROR_COLOURS = {True: ("#5fd75f", "#ffaf00", "#ff5f5f"), False: ("#005f00", "#875f00", "#af0000")}
+
+
+def error_style(err: float, dark: bool = True) -> Style:
     """Green when the fact reads back (nearly) exact, amber when blurred, red when lost."""
-    return Style(color="#5fd75f" if err < 0.25 else "#ffaf00" if err < 0.75 else "#ff5f5f", bold=err >= 0.75)
+    good, blurred, lost = ERROR_COLOURS[bool(dark)]
+    return Style(color=good if err < 0.25 else blurred if err < 0.75 else lost, bold=err >= 0.75)
 
 
 class RecallPanel(TextPanel):
@@ -126,6 +131,7 @@ class RecallPanel(TextPanel):
         width = max(20, self.content_region.width or 80)
         key_w, widths = _columns(names, rows, width)
         dim, bar = Style(dim=True), " │ "
+        dark = self.app.current_theme.dark is not False
         t = Text()
         for n, group in enumerate(_groups(key_w, widths, width)):
             if n:
@@ -149,6 +155,6 @@ class RecallPanel(TextPanel):
                         continue
                     shown, err, _ = c
                     t.append(shown + "  ")
-                    t.append(f"{err:.2f}", error_style(err))
+                    t.append(f"{err:.2f}", error_style(err, dark))
                     t.append(" " * (widths[j] - len(_cell(c))))
         return t

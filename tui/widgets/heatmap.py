@@ -35,7 +35,7 @@ from textual.widget import Widget
 from .. import palette
 from .fitting import RULES, Fit, fit, fold, folds, span
 
-CURSOR = Style(color="#ffffff", bold=True)
+CURSOR = {True: Style(color="#ffffff", bold=True), False: Style(color="#000000", bold=True)}   # dark theme, light
 NOW = {True: Style(color="#ffaf00", bold=True), False: Style(color="#af5f00", bold=True)}   # dark theme, light
 AXIS = Style(dim=True)     # axis names and tick labels: read, not looked at
 _PLAIN = Style()
@@ -328,8 +328,17 @@ class Heatmap(Widget, can_focus=True):
         return None
 
     # -- drawing ----------------------------------------------------------------------
+    def _dark(self) -> bool:
+        """Whether the app's theme is dark: a light one draws the maps in the light scales
+        (zero near the page, strong values dark), so a light slide has no dark boxes."""
+        return self.app.current_theme.dark is not False
+
+    def _zero(self) -> int:
+        """The colour step of a zero value on this map's scale."""
+        return len(palette.DIVERGING) // 2 if self.scale == "diverging" else 0
+
     def _colour(self, i: int):
-        return palette.colour(i, self.scale)
+        return palette.colour(i, self.scale, self._dark())
 
     def _text_line(self, y: int, base: Style) -> list[tuple[str, Style]]:
         f = self.fit
@@ -361,7 +370,7 @@ class Heatmap(Widget, can_focus=True):
         return int(ys[y * per]), (None if per == 1 or lower >= len(ys) else int(ys[lower]))
 
     def _block_line(self, y: int, base: Style) -> list[tuple[str, Style]]:
-        f, per = self.fit, self._per()
+        f, per, dark = self.fit, self._per(), self._dark()
         ra, rb = self._rows_of_line(y)
         cr, cc = self.cursor[0] // f.rfold, self.cursor[1] // f.fold     # the drawn cell holding it
         cells = []
@@ -375,15 +384,15 @@ class Heatmap(Widget, can_focus=True):
             elif here:
                 other = bottom if cr == ra else top
                 cells.append(("▲" if cr == ra else "▼",
-                              CURSOR + Style(bgcolor=self._colour(other if other not in (None, BLANK) else 6))))
+                              CURSOR[dark] + Style(bgcolor=self._colour(other if other not in (None, BLANK) else self._zero()))))
             elif top == BLANK and bottom in (None, BLANK):
                 cells.append((" ", base))
             elif top == BLANK:
-                cells.append(("▄", palette.half_block(bottom, None, self.scale)))
+                cells.append(("▄", palette.half_block(bottom, None, self.scale, dark)))
             elif bottom == BLANK:
-                cells.append(("▀", palette.half_block(top, None, self.scale)))
+                cells.append(("▀", palette.half_block(top, None, self.scale, dark)))
             else:
-                cells.append(("▀", palette.half_block(top, bottom, self.scale)))
+                cells.append(("▀", palette.half_block(top, bottom, self.scale, dark)))
         return cells
 
     def _line(self, y: int) -> Strip:
@@ -489,7 +498,7 @@ class Heatmap(Widget, can_focus=True):
             self._strips[-1] = self._foot_line()
 
     def on_mount(self) -> None:
-        # the caret's colour follows the theme (a deep orange on a light background)
+        # the caret's colour and the scales follow the theme (a deep orange on a light background)
         self.watch(self.app, "theme", lambda _: self.on_resize(), init=False)
 
     def on_resize(self) -> None:
@@ -536,9 +545,13 @@ class Heatmap(Widget, can_focus=True):
         self.refresh()
 
 
-def colour_bar(scale: str, vmax: float, width: int = 26, no_color: bool = False, vmin: float = 0.0):
-    """A one-line legend: -vmax .. 0 .. +vmax (diverging) or vmin .. vmax (sequential)."""
+def colour_bar(scale: str, vmax: float, width: int = 26, no_color: bool = False, vmin: float = 0.0,
+               dark: bool | None = None):
+    """A one-line legend: -vmax .. 0 .. +vmax (diverging) or vmin .. vmax (sequential), in the
+    scale its map draws with: `dark` names the theme, None the running app's (dark outside one)."""
     from rich.text import Text
+    if dark is None:
+        dark = _app_is_dark()
     n = len(palette.DIVERGING if scale == "diverging" else palette.SEQUENTIAL)
     t = Text()
     lo = f"{-vmax:+.2g}" if scale == "diverging" else f"{vmin:.2g}"
@@ -548,6 +561,15 @@ def colour_bar(scale: str, vmax: float, width: int = 26, no_color: bool = False,
         if no_color:
             t.append(palette.glyph(i, scale) * 2)
         else:
-            t.append("██", Style(color=palette.colour(i, scale)))
+            t.append("██", Style(color=palette.colour(i, scale, dark)))
     t.append(" " + hi)
     return t
+
+
+def _app_is_dark() -> bool:
+    """The running app's theme is dark (or no app runs): what a legend drawn in a panel follows."""
+    from textual._context import active_app     # the app whose widget is drawing the legend
+    try:
+        return active_app.get().current_theme.dark is not False
+    except LookupError:
+        return True
