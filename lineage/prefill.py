@@ -47,7 +47,7 @@ def prefill(model, ids: Tensor, state=None, chunk: int | None = None,
     return logits[:, -1], state
 
 
-def activation_bytes(cfg, tokens: int, dtype_bytes: int, chunk: int = CHUNK) -> int:
+def activation_bytes(cfg, tokens: int, dtype_bytes: int, chunk: int = CHUNK, cuda: bool = False) -> int:
     """An upper estimate of the transient memory a prefill of `tokens` tokens (in chunks) needs
     beyond the weights and what the model keeps: a few of a layer's widest intermediates at the
     chunk's rows, plus, for a softmax or MLA layer, its keys and values of the whole prefix
@@ -62,6 +62,8 @@ def activation_bytes(cfg, tokens: int, dtype_bytes: int, chunk: int = CHUNK) -> 
             expanded = max(expanded, 2 * c.n_heads * c.dim * tokens * dtype_bytes)
         elif cfg.mixers[i] == "mla":                      # keys, and values padded to the keys' width
             expanded = max(expanded, 2 * c.n_heads * (c.qk_nope_head_dim + c.qk_rope_head_dim) * tokens * dtype_bytes)
+    if cuda:             # the prefix's keys and values copied once more for cuDNN (causal.py)
+        expanded *= 2
     for kind in set(cfg.ffns) - {"none"}:
         f = cfg.ffn_config(kind)
         if kind == "moe":       # each token's k experts' rows, then the shared experts'

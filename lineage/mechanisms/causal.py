@@ -48,7 +48,9 @@ def _prefix_and_diagonal(q: Tensor, k: Tensor, v: Tensor) -> Tensor | None:
     try:
         o1, l1 = _cudnn(q, k[:, :, :P], v[:, :, :P], causal=False)
         o2, l2 = _cudnn(q, k[:, :, P:], v[:, :, P:], causal=True)
-    except RuntimeError:
+    except torch.OutOfMemoryError:
+        raise               # the fallback needs more memory, not less
+    except RuntimeError:    # a shape or dtype cuDNN does not take
         return None
     lse = torch.logaddexp(l1, l2)                                       # (B, H, T, 1) float32
     return (o1 * (l1 - lse).exp() + o2 * (l2 - lse).exp()).to(q.dtype)

@@ -71,7 +71,7 @@ def memory_problem(models: list, prefill: int, steps: int, what: str) -> str | N
     for r in models:
         elem = r.torch.empty((), dtype=r.dtype).element_size()
         kept = model_memory(r.cfg, prefill + steps, cache_dtype_bytes=elem, state_dtype_bytes=max(elem, 4))["total_bytes"]
-        act = activation_bytes(r.cfg, max(prefill, 1), elem, chunk_for(r.device))
+        act = activation_bytes(r.cfg, max(prefill, 1), elem, chunk_for(r.device), cuda=r.device.type == "cuda")
         k = need.setdefault(str(r.device), [r.device, 0, 0])
         k[1] += kept
         k[2] = max(k[2], act)           # the models prefill one after another
