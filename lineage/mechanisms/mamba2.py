@@ -54,11 +54,13 @@ class Mamba2(nn.Module):
 
     # -- the step size and the decay, from the layer input --------------------------------
     def _dt(self, x: Tensor) -> Tensor:
-        return F.softplus(self.dt_proj(x) + self.dt_bias)                       # (B, T, H) > 0
+        w = torch.promote_types(x.dtype, torch.float32)       # a bf16 step size rounds the decay the scan sums
+        return F.softplus(self.dt_proj(x).to(w) + self.dt_bias.to(w))           # (B, T, H) > 0
 
     def _decay(self, x: Tensor) -> Tensor:
         """The log decay g = dt A <= 0 (A = -exp(A_log)), one per head: (B, T, H). Retention is exp(g)."""
-        return -self.A_log.exp() * self._dt(x)
+        dt = self._dt(x)
+        return -self.A_log.to(dt.dtype).exp() * dt
 
     def _inputs(self, x: Tensor, conv_cache: Tensor | None):
         """x (B, T, d) -> z (B, T, H*P); xs (B, T, H, P); B, C (B, T, G, N); the new conv cache."""
