@@ -213,8 +213,9 @@ def main(argv: list[str] | None = None) -> int:
                         "(and the bundled scenarios); default: the current directory")
     pserve.add_argument("--allow-origin", action="append", default=[], metavar="URL",
                         help="another origin allowed to connect, e.g. https://lab.example:8443 (repeatable)")
-    pserve.add_argument("--max-sessions", type=int, default=4, metavar="N",
-                        help="at most N app processes at once (default 4, about 350 MB each when playing); "
+    from .served import MAX_SESSIONS     # not .serve: aiohttp costs half a second at every start
+    pserve.add_argument("--max-sessions", type=int, default=MAX_SESSIONS, metavar="N",
+                        help=f"at most N app processes at once (default {MAX_SESSIONS}, about 350 MB each when playing); "
                              "further browsers are told the server is busy")
     pserve.set_defaults(func=_serve)
     pv = sub.add_parser("validate", help="check scenario (or trace) files: exit 0, or 2 with FILE:LINE:COL: problem")

@@ -35,11 +35,10 @@ from aiohttp import WSMsgType, web
 from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
 
-from .served import ROOT_ENV
+from .served import MAX_SESSIONS, ROOT_ENV
 
 MAX_COLS, MAX_ROWS = 500, 200          # a 4K screen at a small font; a 20000 x 20000 ask is refused
 LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
-MAX_SESSIONS = 4                       # about 1.4 GB of playing apps: a laptop's share, not a GPU box's
 
 
 def is_loopback(host: str) -> bool:
@@ -241,10 +240,12 @@ class GuardedServer(Server):
         except asyncio.CancelledError:
             await websocket.close()
         finally:
-            if service is not None:
-                await self._end(service)
-            self.sessions -= 1
-            self._log("a session ended")
+            try:                # counted free even if ending the app is itself cancelled
+                if service is not None:
+                    await self._end(service)
+            finally:
+                self.sessions -= 1
+                self._log("a session ended")
         return websocket
 
     async def _end(self, service: _AppProcess) -> None:
