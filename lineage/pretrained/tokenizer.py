@@ -162,7 +162,7 @@ def specials(path: Path, ranks: dict) -> dict[str, int]:
     taken, out = set(ranks.values()), {}
     for i, tok in table.items():
         content = tok.get("content") if isinstance(tok, dict) else None
-        why = ("the id is not a number" if not i.isdigit() or len(i) > 9
+        why = ("the id is not a number" if not (i.isascii() and i.isdecimal()) or len(i) > 9
                else "expected an object with a string content" if not isinstance(content, str)
                else "the id is a BPE rank's too" if int(i) in taken
                else "the token is given twice" if content in out else None)
