@@ -55,7 +55,8 @@ def _slide_mode(app, panel: str | None) -> None:
         bar.border_title = ""          # the caption under a slide needs no label
     if not screen.query("#slidehead"):
         screen.mount(Static("", id="slidehead"), before=0)
-    chosen = [p for p in screen.query("#panels > Panel") if p.kind == panel]
+    chosen = [p for p in screen.query("#panels > Panel") if p.kind == panel] or \
+        [p for p in screen.query("#captionbar Panel") if p.kind == panel]      # the captions live under the grid
     if len(chosen) == 1:               # several of its kind (a state per model) share the picture
         screen.maximize(chosen[0])
 

@@ -121,3 +121,11 @@ def test_an_svg_names_system_monospace_fonts_and_no_web_font(tmp_path):
     family = re.search(r"font-family: ([^;]+);", svg).group(1)
     assert family.startswith('"DejaVu Sans Mono", Menlo, Consolas') and family.endswith("monospace")
     assert "@font-face" not in svg and "url(http" not in svg and "Fira Code" not in svg
+
+
+def test_a_slide_of_the_captions_shows_the_caption_alone(tmp_path):
+    """--panel captions: the caption panel lives under the grid, not in it; it is the picture,
+    not the grid squeezed above it."""
+    svg = _svg(tmp_path, "tour", "--step", "2", "--panel", "captions")
+    assert "Each step feeds one byte." in svg
+    assert "state · k3-mini" not in svg               # no panel of the grid beside it
