@@ -32,10 +32,6 @@ ELSEWHERE = {
     ("forgetting_gone", 205): {"5.0", "2.2"},      # the norms "at the end of the first segment", on its steps
     # held-out rates from `lineage eval`, which no frame holds
     ("forgetting_gone", 213): {"4.3", "4.5", "95.5", "99.1", "99.8", "4.3%", "4.5%", "95.5%", "99.1%", "99.8%"},
-    ("attention_recall", 34): {"1,024"},           # bytes a token: the cache panel's, beside the attention slide
-    # not printed by any panel at these steps (the caption texts are not this test's to change)
-    ("lineage_compare_random", 21): {"0.003", "0.03"},
-    ("long_document", 1): {"6,121"},
 }
 
 
