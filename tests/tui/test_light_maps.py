@@ -85,3 +85,23 @@ def test_the_app_draws_light_maps_under_the_light_theme_and_follows_a_switch():
                 style = _zero_cell(hm)
                 assert style.bgcolor.get_truecolor() == (0x26, 0x26, 0x26), hm
     asyncio.run(go())
+
+
+
+def test_the_recall_panel_follows_a_theme_switch():
+    from tui.panels.recall import ERROR_COLOURS, RecallPanel
+
+    async def go():
+        app = LineageApp(str(SC / "fig5_gating.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await asyncio.wait_for(settle(pilot), 60)
+            panel = app.screen.query_one(RecallPanel)
+            drawn = []
+            rich = panel.rich
+            panel.rich = lambda view: drawn.append(rich(view)) or drawn[-1]
+            app.theme = "textual-light"
+            await pilot.pause()
+            assert drawn, "the table was not drawn again"
+            colours = {sp.style.color.name for sp in drawn[-1].spans if getattr(sp.style, "color", None)}
+            assert colours & set(ERROR_COLOURS[False]) and not colours & set(ERROR_COLOURS[True])
+    asyncio.run(go())

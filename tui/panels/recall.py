@@ -124,6 +124,10 @@ class RecallPanel(TextPanel):
     lines = staticmethod(lines)
     DEFAULT_CSS = "RecallPanel { max-height: 100; }"     # every row of every memory, never scrolled
 
+    def on_mount(self) -> None:
+        # the error colours follow the theme: a theme picked draws the table again
+        self.watch(self.app, "theme", lambda _: self.redraw(), init=False)
+
     def rich(self, view: RecallPanelView) -> Text:
         names, rows = view.names, view.rows
         if not names:
