@@ -85,6 +85,13 @@ def _pixel_indices(hm: Heatmap, x: int) -> list[int]:
     return out[:len(hm.fit.ys)]
 
 
+async def drawn_at(pilot, app, step: int) -> None:
+    """The app at 0-based `step`, drawn: asked for, settled, and its panels refreshed."""
+    app.request(step)
+    await settle(pilot, app, step)
+    await pilot.pause(0.3)
+
+
 def test_routing_at_160x50_lights_every_expert_the_text_names():
     """The tour at 160 x 50, step 25: 'now: e14 0.37, e27 0.28, e6 0.22, e2 0.13'. The map has
     16 pixel rows' room for 32 experts; it lit 3 cells in the now column (e2's 0.13 averaged
@@ -94,9 +101,7 @@ def test_routing_at_160x50_lights_every_expert_the_text_names():
         app = LineageApp(str(SC / "tour.yaml"))
         async with app.run_test(size=(160, 50)) as pilot:
             await settle(pilot, app, 0)
-            app.request(24)
-            await settle(pilot, app, 24)
-            await pilot.pause(0.3)
+            await drawn_at(pilot, app, 24)
             p = panel(app, "routing")
             hm, now = p.query_one(Heatmap), p.view.now
             f = hm.fit
@@ -130,9 +135,7 @@ def test_a_32x32_state_without_colour_shows_each_blocks_largest_value(monkeypatc
         app = LineageApp(str(SC / "tour.yaml"))
         async with app.run_test(size=(160, 50)) as pilot:
             await settle(pilot, app, 0)
-            app.request(24)
-            await settle(pilot, app, 24)
-            await pilot.pause(0.3)
+            await drawn_at(pilot, app, 24)
             hm = panel(app, "state").query_one(Heatmap)
             f, data = hm.fit, hm.data
             assert data.shape == (32, 32) and f.rfold > 1 and f.fold == 1
@@ -201,9 +204,7 @@ def test_a_sweeps_title_counts_the_steps_its_map_shows():
         app = LineageApp(str(SC / "tour.yaml"))
         async with app.run_test(size=(160, 50)) as pilot:
             await settle(pilot, app, 0)
-            app.request(299)
-            await settle(pilot, app, 299)
-            await pilot.pause(0.3)
+            await drawn_at(pilot, app, 299)
             p = panel(app, "decay")
             hm = p.query_one(Heatmap)
             drawn = [c for c in range(hm.data.shape[1]) if (hm.idx[:, c // hm.fit.fold] != BLANK).any()]
@@ -237,9 +238,7 @@ def test_the_now_caret_and_its_step_stay_whole_at_the_right_edge():
         async with app.run_test(size=(160, 50)) as pilot:
             await settle(pilot, app, 0)
             for step in (299, 24):
-                app.request(step)
-                await settle(pilot, app, step)
-                await pilot.pause(0.3)
+                await drawn_at(pilot, app, step)
                 for kind in ("routing", "decay"):
                     hm = panel(app, kind).query_one(Heatmap)
                     foot = hm.render_line(hm._top() + hm._head + hm._map_lines()).text
