@@ -47,12 +47,12 @@ def prefill(model, ids: Tensor, state=None, chunk: int | None = None,
     return logits[:, -1], state
 
 
-def activation_bytes(cfg, tokens: int, dtype_bytes: int, chunk: int = CHUNK, cuda: bool = False) -> int:
+def activation_bytes(cfg, tokens: int, dtype_bytes: int, device="cpu") -> int:
     """An upper estimate of the transient memory a prefill of `tokens` tokens (in chunks) needs
     beyond the weights and what the model keeps: a few of a layer's widest intermediates at the
     chunk's rows, plus, for a softmax or MLA layer, its keys and values of the whole prefix
-    expanded per head while a chunk attends to them."""
-    rows, d = min(tokens, chunk), cfg.d_model
+    expanded per head while a chunk attends to them. `device`: where it runs (its chunk_for)."""
+    rows, d = min(tokens, chunk_for(device)), cfg.d_model
     width = 3 * d
     expanded = 0
     for i in range(cfg.n_layers):
@@ -62,7 +62,7 @@ def activation_bytes(cfg, tokens: int, dtype_bytes: int, chunk: int = CHUNK, cud
             expanded = max(expanded, 2 * c.n_heads * c.dim * tokens * dtype_bytes)
         elif cfg.mixers[i] == "mla":                      # keys, and values padded to the keys' width
             expanded = max(expanded, 2 * c.n_heads * (c.qk_nope_head_dim + c.qk_rope_head_dim) * tokens * dtype_bytes)
-    if cuda:             # the prefix's keys and values copied once more for cuDNN (causal.py)
+    if str(device).startswith("cuda"):      # the prefix's keys and values copied once more for cuDNN (causal.py)
         expanded *= 2
     for kind in set(cfg.ffns) - {"none"}:
         f = cfg.ffn_config(kind)

@@ -66,12 +66,12 @@ def memory_problem(models: list, prefill: int, steps: int, what: str) -> str | N
     what each keeps (cache and state at the last step, lineage.arithmetic.model_memory) and the
     transient peak of the chunked prefill (lineage.prefill.activation_bytes), against free_bytes."""
     from ..arithmetic import fmt_bytes, model_memory
-    from ..prefill import activation_bytes, chunk_for
+    from ..prefill import activation_bytes
     need: dict = {}                     # device -> [kept, transient]
     for r in models:
         elem = r.torch.empty((), dtype=r.dtype).element_size()
         kept = model_memory(r.cfg, prefill + steps, cache_dtype_bytes=elem, state_dtype_bytes=max(elem, 4))["total_bytes"]
-        act = activation_bytes(r.cfg, max(prefill, 1), elem, chunk_for(r.device), cuda=r.device.type == "cuda")
+        act = activation_bytes(r.cfg, max(prefill, 1), elem, r.device)
         k = need.setdefault(str(r.device), [r.device, 0, 0])
         k[1] += kept
         k[2] = max(k[2], act)           # the models prefill one after another
