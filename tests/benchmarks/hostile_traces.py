@@ -1,5 +1,6 @@
-"""How fast and how small a hostile trace is refused: each file of tests/lineage/test_trace_hostile.py
-given to `lineage validate` in a fresh process, timed from outside with its peak memory.
+"""How fast and how small a hostile trace is refused: each file of
+tests/lineage/playback/test_trace_hostile.py given to `lineage validate` in a fresh process,
+timed from outside with its peak memory.
 
     python tests/benchmarks/hostile_traces.py [--code DIR]   # a table for BENCHMARKS.md
 
@@ -15,8 +16,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "lineage"))
-from test_trace_hostile import _hostile  # noqa: E402  (the same files the tests check)
+sys.path.insert(0, str(ROOT))
+from tests.lineage.playback.test_trace_hostile import _hostile  # noqa: E402  (the same files the tests check)
 
 # peak memory from VmHWM: getrusage's ru_maxrss survives exec and would report the parent's size
 CHILD = ("import sys, time; t = time.perf_counter(); from tui.cli import main; rc = main(['validate', sys.argv[1]]); "

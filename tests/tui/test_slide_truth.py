@@ -1,6 +1,6 @@
 """A slide lands where its caption is true: every number a caption writes (as
-tests/lineage/test_lessons.py reads them) is printed, at the step its slide shows, by the panels
-that slide shows (the caption's own panel where it names one)."""
+tests/lineage/scenario/test_caption_truth.py reads them) is printed, at the step its slide
+shows, by the panels that slide shows (the caption's own panel where it names one)."""
 from __future__ import annotations
 
 import re
@@ -9,7 +9,7 @@ import pytest
 
 from lineage.playback.session import Session
 from lineage.scenario import load
-from tests.lineage.test_lessons import DERIVED, LESSONS, SC, _matches, _numbers, _shown_numbers
+from tests.lineage.scenario.test_caption_truth import DERIVED, LESSONS, SC, _matches, _numbers, _shown_numbers
 from tui.headless import slide_kind
 from tui.panels import render
 from tui.snapshot import slide_step

@@ -12,7 +12,7 @@ from lineage.playback.session import Replay, Session, open_path
 from lineage.playback.trace import TraceError, TraceReader
 from tui.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SC = ROOT / "scenarios"
 BUNDLED = sorted(SC.glob("*.yaml"))
 

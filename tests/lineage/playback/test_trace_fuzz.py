@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from lineage.playback.trace import MAGIC, TraceError, TraceReader
 from tui.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 REC = struct.Struct("<cII")
 
 

@@ -18,7 +18,7 @@ from lineage.scenario.problems import ScenarioError
 from lineage.scenario.schema import MAX_INPUT_FILE
 from tui.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def scenario(folder: Path, file: str = "doc.txt", prefill: int = 0, extra: str = "") -> Path:

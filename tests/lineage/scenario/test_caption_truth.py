@@ -1,4 +1,4 @@
-"""Every lesson true (issue 15): what a caption says is what its frames show.
+"""The bundled scenarios' captions are true: what a caption says is what its frames show.
 
 The general check: a number a caption writes with decimals or thousands separators (1.70, 0.21,
 27,648, 428.6) must be, at the caption's precision, a number printed by some panel at some step
@@ -19,7 +19,7 @@ from lineage.presets import get_preset
 from lineage.scenario import load
 from tui.panels import render
 
-SC = Path(__file__).parents[2] / "scenarios"
+SC = Path(__file__).parents[3] / "scenarios"
 LESSONS = ["fig1_param_ratio", "fig2_kv_cache", "fig3_two_facts", "fig3_dials", "fig4_chunk_dial", "fig5_gating",
            "fig6_channel_decay", "fig7_k3_layer_map", "fig8_moe_sparsity", "fig9_memory_table", "recall",
            "recall_overload", "decayed_memory", "active_params", "decode_bytes", "gated_mla"]
@@ -119,7 +119,7 @@ def test_fig9_crossovers():
 def test_fig4_measured_times_are_the_benchmark():
     """The scenario's measured column is BENCHMARKS.md's table, machine and date included."""
     from lineage.figures import CHUNK_DIAL_MEASURED as m
-    text = (Path(__file__).parents[2] / "BENCHMARKS.md").read_text()
+    text = (Path(__file__).parents[3] / "BENCHMARKS.md").read_text()
     section = text[text.index("## Figure 4's time against chunk size"):]
     section = section[:section.index("\n## ", 5)]
     assert m["date"] in section and m["machine"] in section

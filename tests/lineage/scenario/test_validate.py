@@ -12,7 +12,7 @@ from lineage.scenario import load, loads
 from lineage.scenario.problems import ScenarioError
 from tui.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BUNDLED = sorted((ROOT / "scenarios").glob("*.yaml"))
 LINE = re.compile(r"^[^\n:]+:\d+:\d+: .+$")
 GOOD = (ROOT / "scenarios" / "tour.yaml").read_text()

@@ -20,7 +20,7 @@ from lineage.training.tasks import TaskSpec
 from tui.cli import main
 from tui.panels import render
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 W = ROOT / "scenarios" / "weights"
 SHIPPED = sorted(p.stem for p in W.glob("*.safetensors"))
 SEED = 99

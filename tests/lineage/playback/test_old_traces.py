@@ -10,7 +10,7 @@ from lineage.playback.session import Replay, Session
 from lineage.scenario import load, loads
 from tui.panels import PANELS, default_panels
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 OLD = [(ROOT / "tests/lineage/data/recall_5steps.trace", ROOT / "scenarios/recall.yaml"),
        (ROOT / "tests/lineage/data/lineage_compare_2steps.trace",
         ROOT / "scenarios/lineage_compare_random.yaml")]        # recorded with random weights

@@ -19,7 +19,7 @@ from lineage.presets import get_preset
 from lineage.playback.trace import MAGIC, TraceError, TraceReader, TraceWriter
 from tui.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCENARIO = (ROOT / "scenarios" / "recall.yaml").read_text()
 REC = struct.Struct("<cII")
 
