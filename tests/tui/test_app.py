@@ -1,55 +1,14 @@
 """The app, driven as a person would: keys, resizes, errors, replay, snapshots."""
 import asyncio
-import os
 import re
-from pathlib import Path
 
-import pytest
-
+from tests.tui.helpers import SC, counter, panel, run, settle, shown_step
 from tui.app import LineageApp
 from tui.cli import main
 from tui.panels.base import Panel
 from tui.headless import settle as settled
 from tui.widgets.heatmap import Heatmap
-from tui.widgets.timeline import Timeline
-
-ROOT = Path(__file__).resolve().parents[2]
-SC = ROOT / "scenarios"
-
-
-async def settle(pilot, app, index=None, timeout=60.0):
-    """Wait until the app's workers are done and a frame is shown (and, if given, it is frame
-    `index`). Workers done is not enough alone: the first frame is asked for after a refresh,
-    so on a loaded machine the workers can all be done before its worker has started."""
-    def shown() -> bool:
-        step = shown_step(app)
-        return step is not None and (index is None or step == index)
-
-    async def until_shown():
-        await settled(pilot)
-        while not shown():
-            await pilot.pause(0.05)
-            await settled(pilot)
-    try:
-        await asyncio.wait_for(until_shown(), timeout)
-    except asyncio.TimeoutError:
-        raise AssertionError(f"no frame (index {app.index}, wanted {index})") from None
-
-
-def shown_step(app) -> int | None:
-    """The step the counter on screen shows (0-based), None until it shows one: it says
-    'opening …' until the first frame is drawn."""
-    m = re.search(r"step (\d+) / \d+", counter(app)) if app.main is not None else None
-    return None if m is None else int(m[1]) - 1
-
-
-def counter(app) -> str:
-    return app.main.query_one(Timeline)._label()         # the main screen's, under any dialog
-
-
-def run(coro):
-    return asyncio.run(coro)
-
+from tui.widgets.keys_footer import KeysFooter
 
 def test_keys_step_and_counter():
     async def go():
@@ -292,4 +251,108 @@ def test_hjkl_on_the_decay_map_names_the_value_under_the_cursor():
             layer = panel.prepared(app.cursor, 9).layer
             alpha = app.cursor.frame(3).decay(0, layer).head(0)[2]
             assert f"cursor channel 2, step 4: alpha = {alpha:.3f}" in legend, legend      # names the ▲ it shows
+    run(go())
+
+
+def test_footer_keeps_help_and_quit_at_80_columns():
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, app, 0)
+            await pilot.pause(0.2)
+            footer = app.query_one(KeysFooter)
+            keys = [k for k in footer.children]
+            assert {"help", "quit", "maximise", "palette"} <= {k.description for k in keys}
+            assert all(k.region.right <= 80 for k in keys)
+    run(go())
+
+
+def test_tab_stops_once_per_panel():
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            owners = []
+            for w in app.screen.focus_chain:
+                while w is not None and not isinstance(w, Panel):
+                    w = w.parent
+                owners.append(w)
+            panels = [o for o in owners if o is not None]
+            assert len(panels) == len(set(map(id, panels))) == len(list(app.query(Panel)))
+    run(go())
+
+
+def test_help_fits_80_columns_without_wrapping():
+    from tui.screens.help import KEYS
+    plain = re.sub(r"\[/?b\]", "", KEYS)
+    assert max(len(line) for line in plain.splitlines()) <= 70          # the box is 72 wide inside, less its scroll bar
+
+    async def go():
+        app = LineageApp(str(SC / "fig3_two_facts.yaml"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, app, 0)
+            await pilot.press("question_mark")
+            await pilot.pause(0.2)
+            box = app.screen.query_one("VerticalScroll")
+            assert box.region.width <= 80 and box.region.width >= 76
+    run(go())
+
+
+def test_s_writes_svg_png_and_text_under_fresh_names(tmp_path):
+    async def go():
+        app = LineageApp(str(SC / "fig3_two_facts.yaml"))
+        app.snapshot_dir = tmp_path
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, app, 0)
+            await pilot.press("s")
+            await pilot.pause(0.1)
+            await pilot.press("s")
+            await pilot.pause(0.1)
+            await settle(pilot, app, 0)                       # the PNG workers
+            said = [n.message for n in app._notifications]
+        return said
+    said = run(go())
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["lineage-fig3_two_facts-step1-2.png", "lineage-fig3_two_facts-step1-2.svg",
+                     "lineage-fig3_two_facts-step1-2.txt", "lineage-fig3_two_facts-step1.png",
+                     "lineage-fig3_two_facts-step1.svg", "lineage-fig3_two_facts-step1.txt"]
+    assert (tmp_path / "lineage-fig3_two_facts-step1.png").read_bytes()[:4] == b"\x89PNG"
+    assert any(str(tmp_path / "lineage-fig3_two_facts-step1-2") in m for m in said)
+
+
+def test_open_dialog_takes_bundled_names():
+    from tui.app import bundled
+    assert bundled("recall") == str(SC / "recall.yaml")
+    assert bundled("no-such-thing") == "no-such-thing"
+
+
+def test_palette_entries_are_the_apps():
+    async def go():
+        app = LineageApp(str(SC / "tour.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            titles = [c.title for c in app.get_system_commands(app.screen)]
+            assert "Screenshot" not in titles and "Maximize" not in titles and "Maximise" in titles
+            assert "Open A tour of K3's memory, in miniature" in titles         # titles, not file stems
+            entry = next(c for c in app.get_system_commands(app.screen) if c.title == "Maximise")
+            entry.callback()
+            await pilot.pause(0.2)
+            assert app.screen.maximized is panel(app, "state")                # the panel, not its map
+    run(go())
+
+
+def test_a_truncated_trace_in_the_app_names_the_command_that_salvages_it(tmp_path, capsys):
+    out = tmp_path / "t.trace"
+    assert main(["record", str(SC / "fig3_two_facts.yaml"), "-o", str(out)]) == 0
+    out.write_bytes(out.read_bytes()[:-200])                 # the footer and part of a frame gone
+
+    async def go():
+        app = LineageApp(str(SC / "fig3_two_facts.yaml"))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, app, 0)
+            app.open(str(out))
+            await settled(pilot)
+            lines = app.screen.lines
+            assert any(f"(lineage run {out} --salvage reads them)" in ln for ln in lines), lines
+            assert not any("open with --salvage" in ln for ln in lines)
     run(go())

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from textual import events
 
-from tests.tui.test_app import SC, counter, run, settle
+from tests.tui.helpers import SC, counter, run, screen_text, settle
 from tui.app import LineageApp
 from tui.cli import main
 from tui.command_palette import Palette
@@ -313,7 +313,6 @@ def long_caption(tmp_path):
 
 
 def words_on_screen(app) -> set[str]:
-    from tests.tui.test_classroom import screen_text
     return set(re.findall(r"\bw\d{3}\b", screen_text(app)))
 
 

@@ -81,3 +81,16 @@ def test_output_cut_short_by_its_reader_ends_quietly():
         proc.stdout.close()                      # long before its first line (imports take longer)
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=60) == 141 and err == "", (cmd, err)
+
+
+def test_a_mistyped_scenario_name_gets_a_hint(capsys):
+    assert main(["run", "recal"]) == 2
+    assert capsys.readouterr().err.strip() == "recal: no such file (did you mean 'recall'?)"
+    assert main(["run", "nothing_like_any"]) == 2
+    assert capsys.readouterr().err.strip() == "nothing_like_any: no such file"
+
+
+def test_memory_prints_bytes_in_a_readable_unit(capsys):
+    assert main(["memory", "gpt2-small"]) == 0
+    rows = capsys.readouterr().out.splitlines()[3:]
+    assert rows[2].split() == ["131,072", "4.5", "GiB", "0", "B", "29"]        # not 4608.0Mi, not 29.0

@@ -6,7 +6,7 @@ from pathlib import Path
 from lineage.playback.trace import TraceReader
 from tui.app import LineageApp
 from tui.cli import main
-from tests.tui.test_app import counter, shown_step
+from tests.tui.helpers import counter, shown_step
 from tui.screens.error import ErrorScreen
 
 ROOT = Path(__file__).resolve().parents[2]

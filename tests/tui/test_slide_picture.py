@@ -1,5 +1,6 @@
 """A slide is a picture for a projector: the panel, its title line and its caption, and nothing
-of the app or the exporter around it (no window buttons, no key hints, no web font)."""
+of the app or the exporter around it (no window buttons, no key hints, no web font); a deck is
+one PNG and one text per caption, a panel's picture takes a scale and a theme."""
 from __future__ import annotations
 
 from tui.cli import main
@@ -41,3 +42,37 @@ def test_a_still_picture_draws_its_sweep_oldest_to_newest():
     assert list(early[0, :6]) == list(range(6)) and sw.blank(5) == list(range(6, 20))
     again = sw.update("k", 100, col, 24)                  # and the app's sweep resumes as it was
     assert sw.column_of(100) == 0 and np.array_equal(again, live)
+
+
+def test_slides_one_png_and_text_per_caption(tmp_path):
+    out = tmp_path / "deck"
+    assert main(["slides", "fig5_gating", "-o", str(out), "--scale", "0.5"]) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["01-step0008.png", "01-step0008.txt", "02-step0009.png", "02-step0009.txt",
+                     "03-step0017.png", "03-step0017.txt", "04-step0025.png", "04-step0025.txt"]
+    assert "note: Topic A" in (out / "01-step0008.txt").read_text()
+    assert all((out / n).read_bytes()[:4] == b"\x89PNG" for n in names if n.endswith(".png"))
+    assert main(["slides", "fig5_gating", "-o", str(out)]) == 2              # never over a deck
+    assert main(["slides", "fig5_gating", "-o", str(tmp_path / "d2"), "--scale", "0"]) == 2
+    assert main(["slides", "fig5_gating", "-o", str(tmp_path / "d3"), "--panel", "nope"]) == 2
+    # a panel's slides: the panel's text and the caption, as on the picture
+    assert main(["slides", "fig5_gating", "-o", str(tmp_path / "d4"), "--panel", "recall", "--scale", "0.5"]) == 0
+    # ... of the captions about it: fig5's last two (the first two are about the state panels)
+    assert sorted(p.name for p in (tmp_path / "d4").glob("*.txt")) == ["01-step0017.txt", "02-step0025.txt"]
+    text = (tmp_path / "d4" / "01-step0017.txt").read_text()
+    assert "recall: every fact" in text and "note: Topic B in." in text and "tokens" not in text
+
+
+def test_panel_slide_scale_and_theme(tmp_path):
+    a, b, c = tmp_path / "a.png", tmp_path / "b.png", tmp_path / "c.png"
+    args = ["snapshot", "fig3_two_facts", "--step", "2", "--panel", "state"]
+    assert main(args + ["-o", str(a)]) == 0
+    assert main(args + ["-o", str(b), "--scale", "2"]) == 0
+    assert main(args + ["-o", str(c), "--theme", "light"]) == 0
+
+    def size(p):
+        head = p.read_bytes()[16:24]
+        return int.from_bytes(head[:4], "big"), int.from_bytes(head[4:], "big")
+    (w, h), (w2, h2) = size(a), size(b)
+    assert (w2, h2) == (2 * w, 2 * h) and w > h                  # landscape, doubled
+    assert a.read_bytes() != c.read_bytes()

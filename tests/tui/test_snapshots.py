@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tui.test_app import shown_step
+from tests.tui.helpers import shown_step
 from tui.app import LineageApp
 from tui.panels.base import Panel
 from tui.headless import settle

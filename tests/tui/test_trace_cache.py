@@ -12,7 +12,7 @@ from lineage.scenario import load
 from tui.app import LineageApp
 from tui.cli import main
 
-from test_app import settle  # the app tests' helper: until the frame asked for is shown
+from tests.tui.helpers import settle  # until the frame asked for is shown
 
 SC = Path(__file__).resolve().parents[2] / "scenarios"
 

@@ -125,7 +125,7 @@ def test_new_file_appears_whole_or_not_at_all(tmp_path):
 def test_s_key_on_a_dotted_name_and_a_planted_link(tmp_path):
     """`recall.v2.yaml`: each press writes files of its own (a stem cut at the dot made every
     press write `lineage-recall.*`), and a link at the next name is stepped over, not followed."""
-    from tests.tui.test_app import run, settle
+    from tests.tui.helpers import run, settle
     from tui.app import LineageApp
     scen = tmp_path / "recall.v2.yaml"
     scen.write_text(Path(FACTS).read_text())

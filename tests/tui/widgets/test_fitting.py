@@ -1,13 +1,12 @@
-"""Issue 28, maps that fold and say how: a map too large for its panel folds rows by the rule
-that keeps what it is read for (routing: the max, so a chosen expert stays lit; decay: the
-min, so a clearing channel stays dark; a state: its largest |value|, sign kept), says so on
-the map ("2 per row, max shown"), stretches the folded rows over the height it has, and
-puts row ticks between the ends. Read back from what is drawn, cell by cell."""
+"""Maps that fold and say how (tui/widgets/fitting.py): a map too large for its panel folds rows
+by the rule that keeps what it is read for (routing: the max, so a chosen expert stays lit;
+decay: the min, so a clearing channel stays dark; a state: its largest |value|, sign kept),
+says so on the map ("2 per row, max shown"), stretches the folded rows over the height it has,
+and puts row ticks between the ends. Read back from what is drawn, cell by cell."""
 import numpy as np
 import pytest
 
-from tests.tui.test_app import SC, run, settle
-from tests.tui.test_classroom import panel
+from tests.tui.helpers import SC, panel, run, settle
 from tui import palette
 from tui.app import LineageApp
 from tui.widgets.fitting import fit, fold

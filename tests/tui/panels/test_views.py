@@ -13,7 +13,7 @@ from tui.panels.state import StatePanel, StatePanelView
 from tui.widgets.heatmap import Heatmap
 from tui.widgets.text_box import TextBox
 
-from tests.tui.test_app import SC, settle
+from tests.tui.helpers import SC, settle
 
 
 

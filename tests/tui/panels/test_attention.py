@@ -19,7 +19,7 @@ from tui.panels.attention import AttentionPanel, AttentionPanelView, label, line
 from tui.panels.base import Absent
 from tui.widgets.text_box import TextBox
 
-from tests.tui.test_app import ROOT, SC, settle
+from tests.tui.helpers import ROOT, SC, settle
 
 RECALL = SC / "attention_recall.yaml"
 # one softmax and one MLA layer, with text whose tokens need signs (space, newline)

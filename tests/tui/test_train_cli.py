@@ -1,6 +1,6 @@
-"""Issue 26: `lineage train` and `lineage eval` give one line and exit 2 for bad input (sizes
-bounded before anything is drawn, non-finite numbers refused), end a Ctrl-C with one line saying
-what was kept, never replace a file they did not make without --force, never pair weights with
+"""`lineage train` and `lineage eval` give one line and exit 2 for bad input (sizes bounded
+before anything is drawn, non-finite numbers refused), end a Ctrl-C with one line saying what
+was kept, never replace a file they did not make without --force, never pair weights with
 another run's sidecar, and stop at the first NaN loss with the last good checkpoint kept."""
 import json
 import os

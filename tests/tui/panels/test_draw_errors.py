@@ -18,7 +18,7 @@ from tui.panels import PANELS, render
 from tui.panels.base import Unshowable
 from tui.panels.decay import DecayPanel
 
-SC = Path(__file__).resolve().parents[2] / "scenarios"
+SC = Path(__file__).resolve().parents[3] / "scenarios"
 
 
 def _bug(*a, **kw):
@@ -116,5 +116,5 @@ def test_a_buggy_prepare_in_the_app_names_our_line(monkeypatch):
                 if isinstance(app.screen, ErrorScreen):
                     return app.screen.lines
     lines = asyncio.run(go())
-    assert any("IndexError at tests/tui/test_draw_errors.py:" in x and "in prepare" in x for x in lines), lines
+    assert any("IndexError at tests/tui/panels/test_draw_errors.py:" in x and "in prepare" in x for x in lines), lines
     assert any("a bug in lineage, not in your file" in x for x in lines)

@@ -1,12 +1,11 @@
-"""Issue 28, maps that cannot mislead: a heatmap too large for its room folds rows and columns
+"""Heatmaps that cannot mislead: a heatmap too large for its room folds rows and columns
 into their mean and says so (it drew every other row), and its axes are named with tick labels
 at the ends."""
 import numpy as np
 import pytest
 from textual.app import App
 
-from tests.tui.test_app import SC, run, settle
-from tests.tui.test_classroom import panel
+from tests.tui.helpers import SC, panel, run, settle
 from tui import palette
 from tui.app import LineageApp
 from tui.widgets.fitting import fold

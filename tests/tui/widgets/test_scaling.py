@@ -1,4 +1,4 @@
-"""Issue 16, pictures that scale: heatmaps and figure plots fill their panel and grow when
+"""Pictures that scale: heatmaps and figure plots fill their panel and grow when
 maximised or given a larger terminal, small matrices print their values, sweeps leave a gap
 after now. Driven as a person would (Pilot)."""
 import re
@@ -6,8 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.tui.test_app import SC, run, settle
-from tests.tui.test_classroom import panel
+from tests.tui.helpers import SC, panel, run, settle
 from tui.app import LineageApp
 from tui.panels.base import Panel
 from tui.widgets.heatmap import Heatmap, fit

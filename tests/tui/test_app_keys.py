@@ -1,20 +1,12 @@
-"""Progress and input, issue 16: presses count from the step asked for, long jumps report
-progress and cancel, the loading screen and the timeline never read 'step 1 / 0'."""
+"""Keys as a terminal delivers them: presses count from the step asked for (in a burst, during
+a jump, while the file opens), and a long jump reports its progress and cancels."""
 import asyncio
-from pathlib import Path
 
 from textual import events
-from textual.app import App
 
+from tests.tui.helpers import SC, counter, run, settle
 from tui.app import LineageApp
-from tui.widgets.loading import Loading
 from tui.widgets.timeline import Timeline
-
-from test_app import SC, counter, settle  # the same helpers the app tests use
-
-
-def run(coro):
-    return asyncio.run(coro)
 
 
 async def _type(app, key: str, times: int, every: float) -> None:
@@ -87,35 +79,6 @@ def test_a_press_during_a_jump_counts_from_its_target():
             await _type(app, "n", 3, 0)
             await settle(pilot, app, 122)                 # 120 asked for, then three more
             assert "step 123 / 1000" in counter(app)
-    run(go())
-
-
-class Host(App):
-    def compose(self):
-        yield Timeline()
-        yield Loading()
-
-
-def test_timeline_and_loading_before_anything_is_open():
-    async def go():
-        app = Host()
-        async with app.run_test(size=(80, 10)) as pilot:
-            timeline, loading = app.query_one(Timeline), app.query_one(Loading)
-            assert timeline._label().strip() == "opening …" and "/ 0" not in str(timeline.render())
-            loading.start("opening tour.yaml")
-            first = str(loading.render())
-            await pilot.pause(0.25)
-            loading.at("tour.yaml: starting PyTorch")
-            later = str(loading.render())
-            assert "opening tour.yaml" in first and "starting PyTorch" in later
-            assert first[0] != later[0] and first[0] in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"      # the spinner turns
-            timeline.set(0, 1000, 1, False, "1")
-            timeline.progress(412, 900)
-            assert "step 1 / 1000  computing 412 / 900, esc cancels" in timeline._label() and timeline.made == 412
-            timeline.progress(None)
-            assert "computing" not in timeline._label() and "paused" in timeline._label()
-            loading.done()
-            assert not loading.display
     run(go())
 
 
