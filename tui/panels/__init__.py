@@ -1,6 +1,7 @@
 """The panel kinds, one file each (its widget and its text form side by side), and the one
 registry from kind to panel: adding a panel is its file, its class in PANELS (and its import)
-here, and its kind in lineage/scenario/panels.py (tests/tui/test_panels.py checks the two agree)."""
+here, and its kind in lineage/scenario/panels.py (tests/tui/panels/test_registry.py checks the
+two agree)."""
 from __future__ import annotations
 
 from .attention import AttentionPanel
