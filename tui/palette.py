@@ -5,7 +5,8 @@ truecolor down to 256 colours maps each step to itself and no two steps merge. Z
 dark grey: magnitude reads as brightness, sign as hue (blue negative, red/orange positive).
 On a light theme the scales turn over: zero sits at a light grey near the page and a value
 reads as darker, more saturated ink the larger it is, with the same hues for sign, so a light
-slide shows a quiet page where the memory is empty rather than a dark box.
+slide shows a quiet page where the memory is empty rather than a dark box. Text drawn in a
+scale's colours (a bar, a number) keeps to the steps that read on the theme's page (`ink`).
 """
 from __future__ import annotations
 
@@ -35,6 +36,11 @@ _SCALES = {(scale, dark): [Color.parse(c) for c in colours]
                                           ("sequential", False): SEQUENTIAL_LIGHT}.items()}
 NAN = -1                  # the index of a value that is not a number: drawn in a colour no scale uses
 _NAN_STYLE = Color.parse("#ff00ff")
+# a text panel's one highlight (the answer a query wants next): amber on a dark page, a deep
+# orange on a light one, as the heatmaps' "now" caret
+MARK = {True: "#ffaf00", False: "#af5f00"}
+# the page a theme draws on (textual-dark's and textual-light's background): what text must read against
+PAGE = {True: Color.parse("#121212"), False: Color.parse("#e0e0e0")}
 
 
 def diverging_index(x: np.ndarray, vmax: float) -> np.ndarray:
@@ -70,6 +76,38 @@ def colour(idx: int, scale: str, dark: bool = True) -> Color:
     if idx < 0:
         return _NAN_STYLE
     return _SCALES["diverging" if scale == "diverging" else "sequential", bool(dark)][idx]
+
+
+def contrast(a: Color, b: Color) -> float:
+    """WCAG's contrast ratio of two colours, 1 (the same) .. 21 (black on white)."""
+    def lum(c: Color) -> float:
+        lin = [x / 255 for x in c.get_truecolor()]
+        lin = [x / 12.92 if x <= 0.04045 else ((x + 0.055) / 1.055) ** 2.4 for x in lin]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def ink_on(idx: int, dark: bool = True) -> str:
+    """Black or white: the text of a number printed on sequential step idx (a table cell coloured
+    by its value). The far end of the scale is bright on a dark theme and deep on a light one,
+    so black goes on the dark theme's last three steps and white on the light theme's."""
+    far = idx >= len(SEQUENTIAL) - 3
+    return "#000000" if far == bool(dark) else "#ffffff"
+
+
+def ink(idx: int, scale: str, dark: bool = True) -> Color | None:
+    """A step's colour as text on the theme's page, or None where it would barely show there
+    (the scale's end nearest the page: dark steps on a dark page, pale ones on a light page);
+    such text takes the page's own text colour."""
+    c = colour(idx, scale, dark)
+    return c if contrast(c, PAGE[bool(dark)]) >= 3.0 else None
+
+
+def inked(scale: str, dark: bool = True) -> list[int]:
+    """The steps of a scale that read as text on the theme's page (`ink` is not None), in order:
+    what a bar or a number drawn in a scale's colour picks from."""
+    return [i for i in range(len(colours(scale, dark))) if ink(i, scale, dark) is not None]
 
 
 @lru_cache(maxsize=2048)

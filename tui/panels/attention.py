@@ -221,6 +221,7 @@ class AttentionPanel(TextPanel):
     lines = staticmethod(lines)
     pickable = True            # [ ] layer, , . head, as on the state and decay panels
     RICH_PACE = 0.1
+    THEMED = True
     DEFAULT_CSS = "TextPanel.-attention { max-height: 40; }"
 
     def draw(self, view) -> None:
@@ -234,7 +235,7 @@ class AttentionPanel(TextPanel):
         """The text form with the glyph rows drawn as coloured cells, the glyph scale as a colour bar."""
         if isinstance(view, Absent):
             return Text(view.legend)
-        vmax, k = view.vmax, beside(view)
+        vmax, k, dark = view.vmax, beside(view), self.dark
         t = Text("\n".join(head_lines(view)))
         for n, row in enumerate(view.weights):
             hh = view.first_head + n
@@ -243,13 +244,13 @@ class AttentionPanel(TextPanel):
             if view.first:
                 t.append(f"{view.hidden[n]:.2f}◂", Style(dim=True))
             for g in _steps(row, vmax, len(palette.SEQUENTIAL) - 1):
-                t.append(" " * view.cw, Style(bgcolor=palette.colour(int(g), "sequential")))
+                t.append(" " * view.cw, Style(bgcolor=palette.colour(int(g), "sequential", dark)))
             if k:
                 t.append(f"  {_top(view.tops[n][:k])}")
         for line in label_lines(view) + [tick_line(view), key_line(view)]:
             t.append("\n" + line)
         t.append("\n  scale 0 ")
-        for c in palette.SEQUENTIAL:
+        for c in palette.colours("sequential", dark):
             t.append("██", Style(color=c))
         t.append(f" {vmax:.2f} (largest shown)")
         for line in beside_line(view) + top_lines(view):

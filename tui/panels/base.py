@@ -75,6 +75,9 @@ class Panel(Vertical, can_focus=True):
     # During playback a panel that is costly to draw redraws at most this often (seconds);
     # stepping by hand always draws at once. 0: every frame.
     MIN_INTERVAL = 0.0
+    # what it draws takes its colours from the theme (tui/palette.py's dark or light scales, a
+    # legend's colour bar): a theme picked live draws the shown step again, not at the next step
+    THEMED = False
 
     def __init__(self, options: dict, **kw):
         super().__init__(**kw)
@@ -90,6 +93,15 @@ class Panel(Vertical, can_focus=True):
 
     def title(self) -> str:
         return self.options.get("title") or self.kind
+
+    def on_mount(self) -> None:
+        if self.THEMED:
+            self.watch(self.app, "theme", lambda _: self.redraw(), init=False)
+
+    @property
+    def dark(self) -> bool:
+        """Whether the app's theme is dark: which of the palette's scales this panel draws with."""
+        return self.app.current_theme.dark is not False
 
     def set_subtitle(self, text: str) -> None:
         """As set_title, for the border's subtitle: a str never equals the Content stored."""
@@ -240,6 +252,7 @@ class HeatmapPanel(Panel, can_focus=False):
     which the layer / head pickers change. The map takes the focus, not the panel around it,
     so tab stops once per panel."""
     pickable = True
+    THEMED = True              # the map follows the theme itself; its legend's colour bar is drawn here
 
     def focus(self, scroll_visible: bool = True, _tries: int = 20):
         maps = self.query(Heatmap)

@@ -69,11 +69,12 @@ class DepthPanel(TextPanel):
     prepare = staticmethod(prepare)
     lines = staticmethod(lines)
     MIN_INTERVAL = 0.2             # a table of 2L + 1 rows of numbers: 5 redraws a second is plenty
+    THEMED = True
 
     def rich(self, view: DepthPanelView | None) -> Text:
         if view is None:
             return Text("\n".join(lines(None, self.size.width)))
-        names, rows = view.names, view.rows
+        names, rows, dark = view.names, view.rows, self.dark
         # (headless exports report "standard" but are drawn in full colour)
         few_colours = not self.app.is_headless and self.app.console.color_system in ("standard", "windows")
         # the long title (what the columns mean) goes to the border: every row fits the panel
@@ -89,9 +90,10 @@ class DepthPanel(TextPanel):
                     continue
                 idx = palette.sequential_index(np.array(round(w, 2)))    # the colour of the number shown
                 if few_colours:        # 16 colours turn the cells' greens into one: colour the number
-                    t.append(f"{w:6.2f}", Style(color=palette.SEQUENTIAL[int(idx)], bold=idx >= 5))
+                    # (a step too near the page to read takes the page's text colour)
+                    t.append(f"{w:6.2f}", Style(color=palette.ink(int(idx), "sequential", dark), bold=idx >= 5))
                     continue
-                t.append(f"{w:6.2f}", Style(color="#000000" if idx >= 5 else "#ffffff",
-                                            bgcolor=palette.SEQUENTIAL[int(idx)]))
+                t.append(f"{w:6.2f}", Style(color=palette.ink_on(int(idx), dark),
+                                            bgcolor=palette.colour(int(idx), "sequential", dark)))
             t.append("\n")
         return t

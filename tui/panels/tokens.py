@@ -73,11 +73,14 @@ class TokensPanel(TextPanel):
     prepare = staticmethod(prepare)
     lines = staticmethod(lines)
     RICH_PACE = 0.1
+    THEMED = True
 
     def rich(self, view: TokensPanelView) -> Text:
         if view.event is not None:
             return self._event(view)
-        i = view.step
+        i, dark = view.step, self.dark
+        # a guess's bar: the longer, the further along the steps that read on this theme's page
+        bars = [palette.colours("sequential", dark)[k] for k in palette.inked("sequential", dark)]
         t = Text()
         width = max(20, self.size.width - 4)
         lo = max(view.first, i - width + 8)
@@ -89,14 +92,14 @@ class TokensPanel(TextPanel):
         now = view.tokens[-1]
         t.append(f"\npos {now.pos} ({now.source})")
         if now.answer is not None:
-            t.append(f"  want next: {_answer(now.answer)}", Style(color="#ffaf00"))
+            t.append(f"  want next: {_answer(now.answer)}", Style(color=palette.MARK[dark]))
         for name, g in view.guesses:
             t.append(f"\n{name}: ")
             for j, q in enumerate(g.probs[:5]):
                 q = finite(q, f"{name}'s guess probability")            # a bar's length
                 bar = "█" * max(1, int(q * 40))
                 t.append(f"{_guess_label(g, j)} ", Style(bold=True))
-                t.append(bar, Style(color=palette.SEQUENTIAL[min(7, 2 + int(q * 12))]))
+                t.append(bar, Style(color=bars[min(len(bars) - 1, int(q * 12))]))
                 t.append(f" {q:.3f}  ")
         return t
 
@@ -108,10 +111,11 @@ class TokensPanel(TextPanel):
         if not outs:
             return t
         top = max(float(np.abs(out).max()) for _, out in outs) or 1.0
+        dark = self.dark                  # the maps' scale: near zero is near the page
         for name, out in outs:
             t.append(f"\n{name} reads:\n  ")
             for v in palette.diverging_index(out, top):
-                t.append("█", Style(color=palette.DIVERGING[int(v)] if v >= 0 else "#ff00ff"))
+                t.append("█", Style(color=palette.colour(int(v), "diverging", dark)))
             j = int(np.argmax(out))
             t.append(f"  strongest v{j} {out[j]:.2f}")
         t.append(f"\n(one cell per value channel, ±{top:.2f}: blue negative, red positive)", Style(dim=True))
