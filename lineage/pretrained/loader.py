@@ -1,9 +1,10 @@
 """`load_pretrained`: a checkpoint directory in the Hugging Face layout -> the project's own `LM`.
 
-The model is built on the meta device (no memory, no random init), each parameter is allocated
-once at its final dtype and device, and every checkpoint tensor is copied into its place as it
-is read, shard by shard: the weights exist once, never as a float32 or CPU copy of the whole.
-Which tensor goes where, and what each config field means, is the architecture's file.
+The model is built on the meta device (no memory, no random init), every tensor's place and
+shape is checked from the safetensors headers alone, then each parameter is allocated once at its
+final dtype and device, and every checkpoint tensor is copied into its place as it is read, shard
+by shard: the weights exist once, never as a float32 or CPU copy of the whole. Which tensor goes
+where, and what each config field means, is the architecture's file.
 """
 from __future__ import annotations
 
@@ -72,7 +73,6 @@ def load_pretrained(path, device="cpu", dtype=None):
     `torch_dtype`) on a GPU, float32 on the CPU or when it names none. Raises PretrainedError, one line, for anything
     wrong with the directory."""
     import torch
-    from ..model import LM
     cfg, arch, root, raw = read_model_config(path)
     device = torch.device(device)
     if dtype is None and device.type == "cpu":
@@ -83,49 +83,25 @@ def load_pretrained(path, device="cpu", dtype=None):
     tokenizer = load_tokenizer(root)        # a broken tokenizer file is found before any weight is read
     shards = Shards(weight_files(root))
     check_claims(cfg, shards, root / "config.json")      # before the build: layers and sizes the files hold
-    with torch.device("meta"):
-        model = LM(cfg)
+    model = build_on_meta(cfg)
     params = dict(model.named_parameters())             # a tied head appears once, as wte.weight
     if any(True for _ in model.buffers()):
         raise PretrainedError(f"{cfg.name}: the model has buffers the loader does not fill")
+    check_headers(arch, cfg, shards, params, root, raw.get("model_type"))
     # a router's choice bias stays float32 (as the reference keeps it): in bf16 near-equal experts would swap
     dest = {n: torch.empty(p.shape, dtype=torch.float32 if n.endswith("score_bias") else dtype, device=device)
             for n, p in params.items()}
-    written = dict.fromkeys(dest, 0)
     for name in shards.names():
         t = shards.get(name)
-        try:
-            parts = arch.pieces(name, t, cfg)
-        except ShapeError as e:          # a fused tensor checked before it is split
-            raise PretrainedError(f"{shards.where[name][1]}: tensor {name} has shape {tuple(t.shape)}; "
-                                  f"config.json implies {e.want} for it") from None
-        if parts is None:
-            raise PretrainedError(f"{shards.where[name][1]}: tensor {name} is not part of a {raw.get('model_type')} model "
-                                  f"as config.json describes it")
-        if parts and not t.is_floating_point():     # cast to float, ids or flags become nonsense weights
-            raise PretrainedError(f"{shards.where[name][1]}: tensor {name} holds {str(t.dtype).removeprefix('torch.')} "
-                                  "values, not floating-point weights")
-        for ours, index, piece in parts:
-            if ours not in dest:
-                raise PretrainedError(f"{shards.where[name][1]}: tensor {name} does not fit config.json "
-                                      f"(no {ours} in this model)")
+        for ours, index, piece in arch.pieces(name, t, cfg):     # each checked by check_headers
             target = dest[ours][index]
-            if tuple(target.shape) != tuple(piece.shape):
-                raise PretrainedError(f"{shards.where[name][1]}: tensor {name} has shape {tuple(t.shape)}; "
-                                      f"config.json implies {tuple(target.shape)} for it")
             target.copy_(piece)
             # a sum is finite unless some value is not (or it overflows: then look at each value);
             # one pass with no mask allocated, where isfinite().all() took half the load on the CPU
             if target.is_floating_point() and not bool(torch.isfinite(target.sum(dtype=torch.float32))) \
                     and not bool(torch.isfinite(target).all()):
                 raise PretrainedError(f"{shards.where[name][1]}: tensor {name} holds NaN or inf values")
-            written[ours] += piece.numel()
         del t
-    short = [n for n in dest if written[n] != dest[n].numel()]
-    if short:
-        raise PretrainedError(f"{root}: the checkpoint lacks weights config.json implies: {short[0]} "
-                              f"({written[short[0]]:,} of {dest[short[0]].numel():,} values found; "
-                              f"{len(short)} parameters incomplete)")
     if cfg.tie_embeddings and "lm_head.weight" in shards.where:
         _same_head(shards, dest["wte.weight"])
     for n, t in dest.items():
@@ -134,6 +110,117 @@ def load_pretrained(path, device="cpu", dtype=None):
     if cfg.tie_embeddings:
         model.lm_head.weight = model.wte.weight
     return model.eval(), tokenizer
+
+
+def build_on_meta(cfg):
+    """The project's `LM` for `cfg` on the meta device, built for its parameters' shapes alone."""
+    import torch
+
+    from ..model import LM
+    with torch.device("meta"), shapes_only():
+        return LM(cfg)
+
+
+def shapes_only():
+    """A torch function mode for work on meta tensors whose values are never read (a model's
+    build, a header's tensor split into pieces): random draws are skipped and elementwise math
+    gives an empty meta tensor of the broadcast shape. Run as torch runs it, the first draw or
+    elementwise op on meta in a process imports torch._dynamo for its Python meta kernels: 2 s and
+    150 MB on the 2-core box, most of a hostile folder's refusal (BENCHMARKS.md, Reliability)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class ShapesOnly(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = getattr(func, "__name__", "")
+            if func in (torch.randn, torch.rand):            # a factory: the same shape, no draw
+                kwargs.pop("generator", None)
+                return torch.empty(*args, **kwargs)
+            if getattr(func, "__module__", None) == "torch.nn.init" or name in _DRAWS:
+                return args[0] if args else kwargs["tensor"]      # in place: the tensor as it is
+            op = name.strip("_")
+            op = op[1:] if op not in _ELEMENTWISE and op[:1] == "r" else op      # __rmul__: mul, reflected
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            if op in _ELEMENTWISE and tensors and all(t.is_meta for t in tensors) and not kwargs:
+                if name.endswith("_") and not name.startswith("_"):      # in place: shape and dtype kept
+                    return args[0]
+                shape = _broadcast([tuple(t.shape) for t in tensors])
+                if shape is not None:               # else torch raises its own error below
+                    dtype = torch.result_type(*args[:2]) if len(args) > 1 else tensors[0].dtype
+                    if op in _TO_FLOAT and not dtype.is_floating_point:
+                        dtype = torch.get_default_dtype()
+                    return torch.empty(shape, dtype=dtype, device="meta")
+            return func(*args, **kwargs)
+
+    return ShapesOnly()
+
+
+# the in-place draws a module's constructor may make on a fresh parameter
+_DRAWS = frozenset(("normal_", "uniform_", "random_", "exponential_", "log_normal_", "cauchy_", "geometric_",
+                    "bernoulli_"))
+# elementwise math a constructor or a family's `pieces` does (as a function, a method or an operator,
+# reflected or in place), and those of it whose result is floating for integer inputs
+_ELEMENTWISE = frozenset(("add", "sub", "mul", "div", "truediv", "pow", "neg", "log", "log1p", "exp", "expm1",
+                          "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "abs"))
+_TO_FLOAT = frozenset(("div", "truediv", "log", "log1p", "exp", "expm1", "sqrt", "rsqrt", "reciprocal", "sigmoid",
+                       "tanh"))
+
+
+def _broadcast(shapes: list[tuple]) -> tuple | None:
+    """The shape these broadcast to, or None where they do not: by hand, as torch.broadcast_shapes
+    imports sympy (1 s) for symbolic sizes."""
+    rank = max(len(s) for s in shapes)
+    out = []
+    for i in range(rank):
+        sizes = {s[i - rank + len(s)] for s in shapes if i - rank + len(s) >= 0} - {1}
+        if len(sizes) > 1:
+            return None
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def check_headers(arch, cfg, shards: Shards, params: dict, root: Path, model_type) -> None:
+    """Every checkpoint tensor's place, shape and kind of dtype checked against the model's
+    parameters from the safetensors headers alone (each tensor a meta tensor of its header's shape
+    and dtype, split by the family's `pieces` as its data will be), and every parameter covered:
+    a wrong tensor is refused before gigabytes of destination are allocated and shards are read."""
+    written = dict.fromkeys(params, 0)
+    with shapes_only():
+        for name in shards.names():
+            _check_header(arch, cfg, shards, name, params, written, model_type)
+    short = [n for n in params if written[n] != params[n].numel()]
+    if short:
+        raise PretrainedError(f"{root}: the checkpoint lacks weights config.json implies: {short[0]} "
+                              f"({written[short[0]]:,} of {params[short[0]].numel():,} values found; "
+                              f"{len(short)} parameters incomplete)")
+
+
+def _check_header(arch, cfg, shards: Shards, name: str, params: dict, written: dict, model_type) -> None:
+    """One tensor of check_headers: its pieces against the parameters, their values counted in `written`."""
+    import torch
+    where = shards.where[name][1]
+    shape, kind = shards.shape(name), shards.dtype(name)
+    dtype = getattr(torch, kind, None)           # a kind torch lacks is refused below, as not floating
+    t = torch.empty(shape, dtype=dtype if isinstance(dtype, torch.dtype) else torch.uint8, device="meta")
+    try:
+        parts = arch.pieces(name, t, cfg)
+    except ShapeError as e:          # a fused tensor checked before it is split
+        raise PretrainedError(f"{where}: tensor {name} has shape {shape}; config.json implies {e.want} for it") from None
+    except PretrainedError as e:     # a family's own words about the tensor: said at its file
+        raise PretrainedError(f"{where}: {e}") from None
+    if parts is None:
+        raise PretrainedError(f"{where}: tensor {name} is not part of a {model_type} model as config.json describes it")
+    if parts and not t.is_floating_point():     # cast to float, ids or flags become nonsense weights
+        raise PretrainedError(f"{where}: tensor {name} holds {kind} values, not floating-point weights")
+    for ours, index, piece in parts:
+        if ours not in params:
+            raise PretrainedError(f"{where}: tensor {name} does not fit config.json (no {ours} in this model)")
+        target = params[ours][index]
+        if tuple(target.shape) != tuple(piece.shape):
+            raise PretrainedError(f"{where}: tensor {name} has shape {shape}; config.json implies "
+                                  f"{tuple(target.shape)} for it")
+        written[ours] += piece.numel()
 
 
 def _same_head(shards: Shards, wte) -> None:

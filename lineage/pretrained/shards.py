@@ -27,6 +27,12 @@ CONVERT = ("convert it once where you trust the file: python -c \"import torch; 
            "'model.safetensors')\"")
 
 
+# safetensors' dtype names -> torch's (the ones torch has; another is shown as the file names it)
+_TORCH_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn",
+                "F8_E5M2": "float8_e5m2", "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
+                "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool"}
+
+
 def resolve_dir(path) -> Path:
     """The directory holding config.json: `path` itself, or for a hub cache folder
     (`models--org--name`) the snapshot that refs/main names (or its only snapshot)."""
@@ -104,6 +110,12 @@ class Shards:
     def shape(self, name: str) -> tuple[int, ...]:
         i, _ = self.where[name]
         return tuple(self._handles[i].get_slice(name).get_shape())
+
+    def dtype(self, name: str) -> str:
+        """The header's dtype by torch's name (`float32`, `int32`), or its own name lowercased."""
+        i, _ = self.where[name]
+        kind = self._handles[i].get_slice(name).get_dtype()
+        return _TORCH_NAMES.get(kind, kind.lower())
 
     def get(self, name: str):
         i, path = self.where[name]

@@ -2,7 +2,7 @@
 tiny checkpoint of one family with one file made hostile, loaded by `lineage.load_pretrained` (or
 given to `lineage params`) in a fresh process, timed from outside, with the child's peak memory.
 
-    python tests/benchmarks/bench_reliability.py [--only WORD]    # a table for BENCHMARKS.md
+    python tests/benchmarks/bench_reliability.py [--only WORD ...]    # a table for BENCHMARKS.md
 
 A case passes when the child exits 2 with one line on stderr, in under 5 s and 500 MB; the table
 says which do not. The tiny checkpoints are the tests' own builders (transformers' classes,
@@ -104,6 +104,15 @@ def tensor(name, shape):
     return spoil
 
 
+def int_tensor(name):
+    def spoil(path):
+        from safetensors.torch import load_file, save_file
+        sd = load_file(str(path / "model.safetensors"))
+        sd[name] = sd[name].int()
+        save_file(sd, str(path / "model.safetensors"))
+    return spoil
+
+
 def kimi_tokenizer(extra: bytes = b""):
     ranks = b"".join(base64.b64encode(bytes([b])) + b" %d\n" % b for b in range(256))
     return write("tiktoken.model", ranks + extra)
@@ -145,6 +154,8 @@ CASES = [
     ("gpt2", "n_layer: 16M (lineage params)", config(n_layer=16_000_000), "params"),
     ("gpt2", "n_embd: 196,608 (embedding 101 x 196,608)", config(n_embd=3 * 65536), "load"),
     ("gpt2", "3-D c_attn.weight", tensor("transformer.h.0.attn.c_attn.weight", (36, 108, 1)), "load"),
+    ("gpt2", "c_fc.weight 36 x 100 (config: 36 x 144)", tensor("transformer.h.1.mlp.c_fc.weight", (36, 100)), "load"),
+    ("gpt2", "an int32 c_proj.weight", int_tensor("transformer.h.2.mlp.c_proj.weight"), "load"),
     ("gpt2", "index weight_map a list", write("model.safetensors.index.json", b'{"weight_map": []}'), "load"),
     ("gpt2", "index weight_map a string", write("model.safetensors.index.json", b'{"weight_map": "x"}'), "load"),
     ("gpt2", "index of 2.6M tiny entries, a shard each (55 MB)", index(2_600_000, 2_600_000), "load"),
@@ -156,6 +167,7 @@ CASES = [
     ("gpt2", "tokenizer.json nested 100,000 deep", write("tokenizer.json", b"[" * 100_000 + b"]" * 100_000), "load"),
     ("llama", "num_hidden_layers: 1024", config(num_hidden_layers=1024), "load"),
     ("llama", "rope_scaling a list", config(rope_scaling=[1]), "load"),
+    ("llama", "down_proj.weight transposed", tensor("model.layers.1.mlp.down_proj.weight", (50, 35)), "load"),
     ("llama", "intermediate_size: 262,144", config(intermediate_size=1 << 18), "load"),
     ("qwen3", "head_dim: 0", config(head_dim=0), "load"),
     ("qwen3", "vocab_size: 4,194,304", config(vocab_size=1 << 22), "load"),
@@ -166,6 +178,8 @@ CASES = [
     ("qwen3_next", 'rope_theta: "abc"', config(rope_theta="abc"), "load"),
     ("qwen3_next", "partial_rotary_factor: [0.25]", config(partial_rotary_factor=[0.25]), "load"),
     ("qwen3_next", "num_hidden_layers: 16M", config(num_hidden_layers=16_000_000, layer_types=None), "load"),
+    ("qwen3_next", "in_proj_qkvz.weight transposed", tensor("model.layers.1.linear_attn.in_proj_qkvz.weight", (40, 124)),
+     "load"),
     ("qwen3_next", "num_experts: 4096 of width 65,536", config(num_experts=4096, moe_intermediate_size=65536), "load"),
     ("kimi_linear", "full_attn_layers: 2", config(layer_types=None, linear_attn_config={**KIMI_PATTERN,
                                                                                          "full_attn_layers": 2}), "load"),
@@ -173,6 +187,8 @@ CASES = [
         **KIMI_PATTERN, "head_dim": "16"}), "load"),
     ("kimi_linear", "linear_attn_config.num_heads: 4.0", config(layer_types=None, linear_attn_config={
         **KIMI_PATTERN, "num_heads": 4.0}), "load"),
+    ("kimi_linear", "an expert's w2.weight 40 x 23", tensor("model.layers.1.block_sparse_moe.experts.3.w2.weight", (40, 23)),
+     "load"),
     ("kimi_linear", "vocab_size: 1M", config(vocab_size=1 << 20), "load"),
     ("kimi_linear", "tiktoken.model with invalid base64", kimi_tokenizer(b"@@@@ 256\n"), "load"),
     ("kimi_linear", "tiktoken.model with a rank twice", kimi_tokenizer(b"YWI= 255\n"), "load"),
@@ -188,6 +204,8 @@ CASES = [
     ("mamba2", "num_hidden_layers: 1024", config(num_hidden_layers=1024), "load"),
     ("mamba2", "state_size: 65,536", config(state_size=65536), "load"),
     ("mamba2", "n_groups: 0", config(n_groups=0), "load"),
+    ("mamba2", "in_proj.weight of 136 rows (config: 137)", tensor("backbone.layers.1.mixer.in_proj.weight", (136, 30)),
+     "load"),
 ]
 
 
@@ -213,9 +231,9 @@ def run(mode: str, path: Path) -> tuple[str, float, float | None, float | None, 
 def main() -> None:
     import argparse
     p = argparse.ArgumentParser(description="hostile checkpoint folders: exit, time and peak memory of each load")
-    p.add_argument("--only", help="run the cases whose family or name holds this word")
+    p.add_argument("--only", action="append", help="run the cases whose family or name holds this word (repeatable)")
     only = p.parse_args().only
-    cases = [c for c in CASES if only is None or only in c[0] or only in c[1]]
+    cases = [c for c in CASES if only is None or any(w in c[0] or w in c[1] for w in only)]
     print(f"{platform.node()} {platform.machine()} {os.cpu_count()} cores, python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f}")
     print("| family | case | exit | refused in s | process s | peak RSS MB | the line (folder path cut) |\n"
