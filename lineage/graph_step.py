@@ -11,6 +11,8 @@ read (copy) them before the next replay.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from .mechanisms.static_cache import StaticCache
@@ -71,7 +73,7 @@ class GraphStep:
             st.length = n
 
     def _run(self):
-        obs = {} if self.observe else None
+        obs = StepObs() if self.observe else None
         logits, new = self.model.step(self.token, self.state, obs)
         for old, nw in zip(self.state.layers, new.layers):
             if old is not None:
@@ -88,10 +90,9 @@ class GraphStep:
             st.length += 1
         self.steps += 1
         if self.obs is not None:                    # host-side counts the graph could not update
-            self.obs["pos"] = self.state.pos + self.steps - 1
-            for layer, st in zip(self.obs["layers"], self.state.layers):
-                if isinstance(st, StaticCache):
-                    layer["mixer"]["cache_len"], layer["mixer"]["cache_bytes"] = st.held, st.nbytes
-                    if "attn_len" in layer["mixer"]:        # positions the row covers, dropped ones included
-                        layer["mixer"]["attn_len"] = getattr(st, "start", 0) + st.length
+            self.obs.pos = self.state.pos + self.steps - 1
+            for layer, st in zip(self.obs.layers, self.state.layers):
+                if isinstance(st, StaticCache):     # the row covers the dropped positions of a window too
+                    layer.mixer = replace(layer.mixer, length=getattr(st, "start", 0) + st.length,
+                                          cache_len=st.held, cache_bytes=st.nbytes)
         return self.logits, self.obs

@@ -18,6 +18,7 @@ from .configs import MIXERS, ModelConfig
 from .mechanisms.attnres import AttnRes
 from .mechanisms.ffn import DenseFFN
 from .mechanisms.moe import MoE
+from .mechanisms.observed import LayerObs, StepObs
 
 FFN_CLASSES = {"dense": DenseFFN, "moe": MoE}
 
@@ -83,19 +84,19 @@ class Block(nn.Module):
     def _out(self, norm: nn.Module, y: Tensor) -> Tensor:
         return norm(y) if self.post else y          # post-norm: the stream gets a normed output
 
-    def step(self, res, state, obs: dict | None = None):
-        """One token: res reads (B, d). With `obs`, obs['mixer'] and obs['ffn'] are filled by
-        the sublayers and obs['attnres'] gets the depth weights of the two reads."""
+    def step(self, res, state, obs: LayerObs | None = None):
+        """One token: res reads (B, d). With `obs`, the mixer fills obs.mixer, the FFN obs.ffn,
+        and obs.attnres gets the depth weights of the two reads."""
         h, w_mixer = res.read()
-        a, state = self.mixer.step(self._in(self.norm1, h), state, None if obs is None else obs["mixer"])
+        a, state = self.mixer.step(self._in(self.norm1, h), state, obs)
         res.add(self._out(self.norm1, a))
         if self.ffn_kind == "none":          # ModelConfig.check refuses AttnRes with such blocks
             return state
         h, w_ffn = res.read()
-        f, _ = self.ffn.step(self._in(self.norm2, h), None, None if obs is None else obs["ffn"])
+        f, _ = self.ffn.step(self._in(self.norm2, h), None, obs)
         res.add(self._out(self.norm2, f))
         if obs is not None and w_mixer is not None:
-            obs["attnres"] = [w_mixer.detach(), w_ffn.detach()]          # (N, B) each
+            obs.attnres = (w_mixer.detach(), w_ffn.detach())             # (N, B) each
         return state
 
 
@@ -136,23 +137,20 @@ class LM(nn.Module):
             x = x[:, -1:]
         return self.lm_head(self._final(x)), ModelState(pos + ids.shape[1], new)
 
-    def step(self, ids_t: Tensor, state: ModelState | None, obs: dict | None = None) -> tuple[Tensor, ModelState]:
-        """ids_t (B,) -> logits (B, vocab). With `obs` a dict, every layer reports what it holds:
-        obs['layers'][i] = {'mixer': {...}, 'ffn': {...}, 'attnres': [w_mixer, w_ffn]},
-        obs['attnres_final'], obs['top_ids'], obs['top_probs']."""
+    def step(self, ids_t: Tensor, state: ModelState | None, obs: StepObs | None = None) -> tuple[Tensor, ModelState]:
+        """ids_t (B,) -> logits (B, vocab). With `obs` (a `StepObs()`), every layer reports what it
+        holds in obs.layers[i] (a LayerObs), with the likeliest next tokens and the final depth read."""
         pos, old = self._begin(state)
         res = self._residual(self._embed(ids_t[:, None], pos)[:, 0])         # (B, d)
-        layer_obs = [None] * len(self.blocks) if obs is None else [
-            {"mixer": {}, "ffn": {}, "attnres": []} for _ in self.blocks]
+        layer_obs = [None] * len(self.blocks) if obs is None else [LayerObs() for _ in self.blocks]
         new = [blk.step(res, st, lo) for blk, st, lo in zip(self.blocks, old, layer_obs)]
         x, w = res.out()
         logits = self.lm_head(self._final(x))                                # (B, vocab)
         if obs is not None:
             if w is not None:
-                obs["attnres_final"] = w.detach()
-            obs["layers"] = layer_obs
+                obs.attnres_final = w.detach()
             probs, top = logits.float().softmax(-1).topk(min(10, logits.shape[-1]), dim=-1)
-            obs.update(top_ids=top.detach(), top_probs=probs.detach(), pos=pos)
+            obs.layers, obs.top_ids, obs.top_probs, obs.pos = layer_obs, top.detach(), probs.detach(), pos
         return logits, ModelState(pos + 1, new)
 
     def _begin(self, state: ModelState | None) -> tuple[int, list]:

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from ..configs import AttentionConfig
 from .causal import causal_attention
+from .observed import AttentionObs, LayerObs
 from .rope import rotate
 from .short_conv import ShortConv
 from .static_cache import StaticCache
@@ -157,7 +158,7 @@ class SoftmaxAttention(nn.Module):
         """Gated attention: how much of each head's retrieval to keep, per channel."""
         return y if self.g_proj is None else y * torch.sigmoid(self.g_proj(x))
 
-    def step(self, x_t: Tensor, state: KVCache | None, obs: dict | None = None) -> tuple[Tensor, KVCache]:
+    def step(self, x_t: Tensor, state: KVCache | None, obs: LayerObs | None = None) -> tuple[Tensor, KVCache]:
         # x_t: (B, d_model)
         if isinstance(state, StaticKVCache):
             return self._static_step(x_t[:, None], state, obs)
@@ -167,16 +168,15 @@ class SoftmaxAttention(nn.Module):
         cache = self._bounded(cache)
         if obs is not None:
             # attn (B, H, pos + 1): each query head's weights over positions 0 .. pos, this token
-            # included; each row sums to 1. Positions a sliding window dropped get 0 (attn_len
+            # included; each row sums to 1. Positions a sliding window dropped get 0 (length
             # says how many positions the row covers; cache_len counts only the tokens kept)
             start = cache.end - attn.shape[-1]
             if start:
                 attn = torch.cat([attn.new_zeros(*attn.shape[:2], start), attn], dim=-1)
-            obs.update(kind="softmax", attn=attn.detach(), attn_len=attn.shape[-1],
-                       cache_len=cache.length, cache_bytes=cache.nbytes)
+            obs.mixer = AttentionObs(attn.detach(), attn.shape[-1], cache.length, cache.nbytes)
         return self.c_proj(self._gate(x_t[:, None], y)[:, 0]), cache
 
-    def _static_step(self, x: Tensor, cache: StaticKVCache, obs: dict | None) -> tuple[Tensor, StaticKVCache]:
+    def _static_step(self, x: Tensor, cache: StaticKVCache, obs: LayerObs | None) -> tuple[Tensor, StaticKVCache]:
         """Write this token's k and v at `pos` in place and attend over the written prefix; no
         shape depends on how many tokens came before, so the step can be graph-captured."""
         q, k, v, conv = self._qkv(x, cache.pos + cache.start, cache.conv)
@@ -186,10 +186,9 @@ class SoftmaxAttention(nn.Module):
         y, probs = self._attend(q, cache, visible)
         if conv is not None:
             cache.conv.copy_(conv)
-        if obs is not None:   # attention over the whole buffer (from position start); the caller trims to attn_len
+        if obs is not None:   # attention over the whole buffer (from position start); the caller trims to length
             attn = probs[:, :, 0]
             if cache.start:
                 attn = torch.cat([attn.new_zeros(*attn.shape[:2], cache.start), attn], dim=-1)
-            obs.update(kind="softmax", attn=attn.detach(), attn_len=cache.start + cache.length,
-                       cache_len=cache.held, cache_bytes=cache.nbytes)
+            obs.mixer = AttentionObs(attn.detach(), cache.start + cache.length, cache.held, cache.nbytes)
         return self.c_proj(self._gate(x, y)[:, 0]), cache

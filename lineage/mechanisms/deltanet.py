@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from .. import ops
 from ..configs import DeltaNetConfig
 from .short_conv import ShortConv, l2norm
+from .observed import LayerObs, StateObs
 
 
 @dataclass
@@ -100,7 +101,7 @@ class DeltaNet(nn.Module):
         o, S = self._op(q, k, v, g, beta, None if state is None else state.S)
         return self._output(x, o), DeltaState(S, conv)
 
-    def step(self, x_t: Tensor, state: DeltaState | None, obs: dict | None = None) -> tuple[Tensor, DeltaState]:
+    def step(self, x_t: Tensor, state: DeltaState | None, obs: LayerObs | None = None) -> tuple[Tensor, DeltaState]:
         """One token, written out in full (not through `ops`) so tests compare two formulations."""
         x = x_t[:, None]                                                          # (B, 1, d)
         q, k, v, beta, conv = self._qkvb(x, None if state is None else state.conv)
@@ -139,8 +140,6 @@ class DeltaNet(nn.Module):
             self._observe(obs, S, dS, read, v, k, beta, alpha)
         return self._output(x, o[:, None])[:, 0], DeltaState(S, conv)
 
-    def _observe(self, obs, S, dS, read, v, k, beta, alpha):
-        obs.update(kind=type(self).__name__.lower(), S=S.detach(), dS=dS.detach(), read=read.detach(),
-                   v=v.detach(), k=k.detach(), beta=beta.detach(),
-                   decay=None if alpha is None else alpha.detach(),
-                   state_bytes=S.numel() * S.element_size())
+    def _observe(self, obs: LayerObs, S, dS, read, v, k, beta, alpha):
+        obs.mixer = StateObs(S.detach(), dS.detach(), k.detach(), v.detach(), read.detach(), beta.detach(),
+                             None if alpha is None else alpha.detach(), S.numel() * S.element_size())

@@ -32,7 +32,5 @@ class DenseFFN(nn.Module):
             h = gated_act(h, self.cfg.act, self.cfg.situ_beta, self.cfg.linear_beta)
         return self.c_proj(h), None
 
-    def step(self, x_t: Tensor, state: None = None, obs: dict | None = None) -> tuple[Tensor, None]:
-        if obs is not None:
-            obs.update(kind="dense")
-        return self.forward(x_t)
+    def step(self, x_t: Tensor, state: None = None, obs=None) -> tuple[Tensor, None]:
+        return self.forward(x_t)        # nothing to observe: a dense FFN leaves obs.ffn None

@@ -8,6 +8,7 @@ from torch import Tensor, nn
 
 from .. import ops
 from ..configs import LinearAttentionConfig
+from .observed import LayerObs, StateObs
 
 
 @dataclass
@@ -57,7 +58,7 @@ class LinearAttention(nn.Module):
         o, (S, z) = ops.linear_attention(q, k, v, initial_state=init)
         return self.o_proj(o.flatten(2)), LinearState(S, z)
 
-    def step(self, x_t: Tensor, state: LinearState | None, obs: dict | None = None) -> tuple[Tensor, LinearState]:
+    def step(self, x_t: Tensor, state: LinearState | None, obs: LayerObs | None = None) -> tuple[Tensor, LinearState]:
         q, k, v = (t.squeeze(1) for t in self._qkv(x_t[:, None]))            # (B, H, K)
         B, H, K = q.shape
         S = q.new_zeros(B, H, K, v.shape[-1]) if state is None else state.S
@@ -68,6 +69,6 @@ class LinearAttention(nn.Module):
         qs = q * K ** -0.5
         o = (qs[:, :, None] @ S).squeeze(2) / (qs * z).sum(-1, keepdim=True)   # (B, H, V)
         if obs is not None:
-            obs.update(kind="linear", S=S.detach(), dS=dS.detach(), read=read.detach(), v=v.detach(), k=k.detach(),
-                       state_bytes=S.numel() * S.element_size() + z.numel() * z.element_size())
+            obs.mixer = StateObs(S.detach(), dS.detach(), k.detach(), v.detach(), read.detach(), None, None,
+                                 S.numel() * S.element_size() + z.numel() * z.element_size())
         return self.o_proj(o.flatten(1)), LinearState(S, z)

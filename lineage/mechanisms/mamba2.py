@@ -17,6 +17,7 @@ from .. import ops
 from ..configs import Mamba2Config
 from .deltanet import DeltaState
 from .gated_deltanet import init_decay_params
+from .observed import LayerObs, StateObs
 from .short_conv import ShortConv
 
 
@@ -87,7 +88,7 @@ class Mamba2(nn.Module):
                        initial_state=None if state is None else state.S.to(w), chunk_size=self.cfg.chunk_size)
         return self._output(y, z), DeltaState(S, conv)      # DeltaState: the same S and conv cache
 
-    def step(self, x_t: Tensor, state: DeltaState | None, obs: dict | None = None) -> tuple[Tensor, DeltaState]:
+    def step(self, x_t: Tensor, state: DeltaState | None, obs: LayerObs | None = None) -> tuple[Tensor, DeltaState]:
         """One token, written out in full (not through `ops`) so tests compare two formulations."""
         cfg = self.cfg
         x = x_t[:, None]                                                        # (B, 1, d)
@@ -106,7 +107,6 @@ class Mamba2(nn.Module):
         y = (q[:, :, None] @ S).squeeze(2) + self.D[:, None].to(w) * xs         # (B, H, P), includes this token
         if obs is not None:
             # dt is the write's strength: it goes where the delta family's beta goes
-            obs.update(kind="mamba2", S=S.detach(), dS=dS.detach(), read=read.detach(), v=xs.detach(),
-                       k=k.detach(), beta=dt.detach(), decay=alpha.detach(),
-                       state_bytes=S.numel() * S.element_size())
+            obs.mixer = StateObs(S.detach(), dS.detach(), k.detach(), xs.detach(), read.detach(), dt.detach(),
+                                 alpha.detach(), S.numel() * S.element_size())
         return self._output(y[:, None], z)[:, 0], DeltaState(S, conv)

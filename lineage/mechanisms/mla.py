@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 from ..configs import MLAConfig
 from .causal import causal_attention
+from .observed import AttentionObs, LayerObs
 from .rope import rotate
 from .static_cache import StaticCache
 
@@ -111,7 +112,7 @@ class MLA(nn.Module):
             y = y * torch.sigmoid(self.g_proj(x))
         return self.o_proj(y), cache
 
-    def step(self, x_t: Tensor, state: LatentCache | None, obs: dict | None = None) -> tuple[Tensor, LatentCache]:
+    def step(self, x_t: Tensor, state: LatentCache | None, obs: LayerObs | None = None) -> tuple[Tensor, LatentCache]:
         x = x_t[:, None]
         if isinstance(state, StaticLatentCache):
             return self._static_step(x, state, obs)
@@ -120,18 +121,16 @@ class MLA(nn.Module):
         if obs is not None:
             # attn (B, H, L): each head's weights over the latents of positions 0 .. pos, this
             # token included (L = pos + 1); each row sums to 1
-            obs.update(kind="mla", attn=probs[:, :, 0].detach(), cache_len=cache.length, cache_bytes=cache.nbytes)
-            if gate is not None:
-                obs["gate"] = gate[:, 0].detach()                                 # (B, H*dv)
+            obs.mixer = AttentionObs(probs[:, :, 0].detach(), cache.length, cache.length, cache.nbytes,
+                                     None if gate is None else gate[:, 0].detach())   # gate (B, H*dv)
         return y[:, 0], cache
 
-    def _static_step(self, x: Tensor, cache: StaticLatentCache, obs: dict | None):
+    def _static_step(self, x: Tensor, cache: StaticLatentCache, obs: LayerObs | None):
         """Write this token's latent at `pos` in place and attend over the written prefix; no
         shape depends on how many tokens came before, so the step can be graph-captured."""
         q, c, k_pe = self._project(x, cache.pos)
         y, probs, gate = self._attend(x, q, cache, cache.write(c, k_pe))
-        if obs is not None:   # attention over the whole buffer; the caller trims to cache_len
-            obs.update(kind="mla", attn=probs[:, :, 0].detach(), cache_len=cache.length, cache_bytes=cache.nbytes)
-            if gate is not None:
-                obs["gate"] = gate[:, 0].detach()                                 # (B, H*dv)
+        if obs is not None:   # attention over the whole buffer; the caller trims to length
+            obs.mixer = AttentionObs(probs[:, :, 0].detach(), cache.length, cache.length, cache.nbytes,
+                                     None if gate is None else gate[:, 0].detach())   # gate (B, H*dv)
         return y[:, 0], cache

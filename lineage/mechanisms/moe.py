@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from ..configs import MoEConfig
 from .ffn import gated_act
+from .observed import LayerObs, RoutingObs
 
 # a CPU step copies its chosen experts when they are this small in all (a loop over views is
 # cheaper only for experts of real checkpoints: Kimi Linear's are 14 MB each in bf16)
@@ -167,7 +168,7 @@ class MoE(nn.Module):
         h = self._act(torch.einsum("nl,efl->enf", xl, self.w_in))              # (E, N, F)
         return torch.einsum("enf,elf,ne->nl", h, self.w_out, gate)             # (N, L)
 
-    def step(self, x_t: Tensor, state: None = None, obs: dict | None = None) -> tuple[Tensor, None]:
+    def step(self, x_t: Tensor, state: None = None, obs: LayerObs | None = None) -> tuple[Tensor, None]:
         # x_t: (B, d); gather each token's k experts: (B, k, 2F, L)
         scores, idx, weights = self.route(x_t)
         xl = self.down(x_t) if self.cfg.latent_dim is not None else x_t        # (B, L)
@@ -198,6 +199,5 @@ class MoE(nn.Module):
             if shared is not None:
                 s, r = shared.norm(dim=-1), routed.norm(dim=-1)
                 share = (s / (s + r)).detach()                                 # (B,): shared experts' part of the output
-            obs.update(kind="moe", scores=scores.detach(), experts=idx.detach(), weights=weights.detach(),
-                       shared_share=share)
+            obs.ffn = RoutingObs(scores.detach(), idx.detach(), weights.detach(), share)
         return y, None

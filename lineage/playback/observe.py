@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arithmetic import measured_memory
+from ..mechanisms.observed import AttentionObs, RoutingObs, StateObs, StepObs
 
 
 # -- the records (eq=False where they hold arrays: equal frames are Frame.__eq__'s business) -----
@@ -302,56 +303,54 @@ def memory_fields(o: dict, rule: str, label: str) -> tuple[dict, dict]:
     return {"layers": [{"mixer": rule, "ffn": "none"}], "event": label}, arrays
 
 
-def lm_fields(obs: dict, cfg, load: dict, watch: frozenset | None = None) -> tuple[dict, dict]:
-    """Batch element 0 of a language model's observations -> (meta, arrays) for a Frame.
+def lm_fields(obs: StepObs, cfg, load: dict, watch: frozenset | None = None) -> tuple[dict, dict]:
+    """Batch element 0 of a language model's observed step (lineage.mechanisms.observed) ->
+    (meta, arrays) for a Frame.
     load: layer -> (E,) int32 tokens per expert so far, updated here, so no panel re-reads history.
     watch: None keeps every layer's state; a set (a real checkpoint's, whose states are megabytes
     a layer) keeps state, decay and attention rows only for those layers (the ones its panels
     show: runners._watched), so only what the open panels show is copied to the host."""
     arrays: dict = {}
     layers = []
-    for i, lo in enumerate(obs["layers"]):
-        mx, ff = lo["mixer"], lo["ffn"]
+    for i, lo in enumerate(obs.layers):
+        mx, ff = lo.mixer, lo.ffn
         meta = {"mixer": cfg.mixers[i], "ffn": cfg.ffns[i]}
         p = f"l{i}/"
-        if "S" in mx and (watch is None or i in watch):
-            arrays[p + "S"] = _compact(mx["S"][0])                       # (H, K, V)
-            if "dS" in mx:
-                arrays[p + "dS"] = _compact(mx["dS"][0])                 # (H, K, V)
-            for name in ("k", "v", "read"):
-                if name in mx:
-                    arrays[p + name] = _f32(mx[name][0])                 # (H, K) / (H, V)
-            if mx.get("beta") is not None:
-                arrays[p + "beta"] = _f32(mx["beta"][0])                 # (H,)
-            if mx.get("decay") is not None:
-                arrays[p + "decay"] = _f32(mx["decay"][0])               # (H,) or (H, K)
-        if "S" in mx:
-            meta["state_bytes"] = int(mx["state_bytes"])
-        if "attn" in mx and (watch is None or i in watch):
-            # (H, L): this token's weights over positions 0 .. pos; a static (graph) cache attends
-            # over its whole buffer, whose unwritten tail gets 0: keep the written part (attn_len
-            # positions where a sliding window holds fewer tokens than the row covers)
-            arrays[p + "attn"] = _compact(mx["attn"][0][:, :int(mx.get("attn_len", mx["cache_len"]))])
-        if "attn" in mx:
-            meta["cache_len"], meta["cache_bytes"] = int(mx["cache_len"]), int(mx["cache_bytes"])
-        if mx.get("gate") is not None:                                   # gated MLA's output gate
-            arrays[p + "gate"] = _f32(mx["gate"][0]).reshape(cfg.mla.n_heads, -1)   # (H, dv)
-        if ff.get("kind") == "moe":
-            arrays[p + "scores"] = _f32(ff["scores"][0])                 # (E,)
-            experts = arrays[p + "experts"] = ff["experts"][0].cpu().numpy().astype(np.int32)   # (k,)
-            arrays[p + "weights"] = _f32(ff["weights"][0])               # (k,)
-            if ff.get("shared_share") is not None:
-                meta["shared_share"] = float(ff["shared_share"][0])
+        shown = watch is None or i in watch
+        if isinstance(mx, StateObs):
+            meta["state_bytes"] = int(mx.state_bytes)
+            if shown:
+                arrays[p + "S"] = _compact(mx.S[0])                      # (H, K, V)
+                arrays[p + "dS"] = _compact(mx.dS[0])                    # (H, K, V)
+                arrays[p + "k"], arrays[p + "v"], arrays[p + "read"] = (_f32(t[0]) for t in (mx.k, mx.v, mx.read))
+                if mx.beta is not None:
+                    arrays[p + "beta"] = _f32(mx.beta[0])                # (H,)
+                if mx.alpha is not None:    # the frame key is "decay" (traces keep it); it holds alpha
+                    arrays[p + "decay"] = _f32(mx.alpha[0])              # (H,) or (H, K)
+        if isinstance(mx, AttentionObs):
+            meta["cache_len"], meta["cache_bytes"] = int(mx.cache_len), int(mx.cache_bytes)
+            if shown:
+                # (H, L): this token's weights over positions 0 .. pos; a static (graph) cache attends
+                # over its whole buffer, whose unwritten tail gets 0: keep the written part
+                arrays[p + "attn"] = _compact(mx.weights[0][:, :int(mx.length)])
+            if mx.gate is not None:                                      # gated MLA's output gate
+                arrays[p + "gate"] = _f32(mx.gate[0]).reshape(cfg.mla.n_heads, -1)   # (H, dv)
+        if isinstance(ff, RoutingObs):
+            arrays[p + "scores"] = _f32(ff.scores[0])                    # (E,)
+            experts = arrays[p + "experts"] = ff.experts[0].cpu().numpy().astype(np.int32)   # (k,)
+            arrays[p + "weights"] = _f32(ff.weights[0])                  # (k,)
+            if ff.shared_share is not None:
+                meta["shared_share"] = float(ff.shared_share[0])
             counts = load.setdefault(i, np.zeros(cfg.moe.n_experts, dtype=np.int32))
             counts[experts] += 1
             arrays[p + "load"] = counts.copy()                           # (E,)
-        for j, w in enumerate(lo.get("attnres") or []):
+        for j, w in enumerate(lo.attnres or ()):
             arrays[p + f"attnres{j}"] = _f32(w[:, 0])                    # (N,) sources of this point
         layers.append(meta)
-    if "attnres_final" in obs:
-        arrays["attnres_final"] = _f32(obs["attnres_final"][:, 0])
-    arrays["top_ids"] = obs["top_ids"][0].cpu().numpy().astype(np.int32)
-    arrays["top_probs"] = _f32(obs["top_probs"][0])
+    if obs.attnres_final is not None:
+        arrays["attnres_final"] = _f32(obs.attnres_final[:, 0])
+    arrays["top_ids"] = obs.top_ids[0].cpu().numpy().astype(np.int32)
+    arrays["top_probs"] = _f32(obs.top_probs[0])
     return {"layers": layers}, arrays
 
 

@@ -11,6 +11,7 @@ import dataclasses
 import functools
 from pathlib import Path
 
+from ..mechanisms.observed import StepObs
 from ..arithmetic import count
 from ..configs import MIXERS
 from ..scenario.build import build_config, pretrained_dir
@@ -284,7 +285,7 @@ class SteppedModel:
         if self.stepper is not None:
             logits, obs = self.stepper.step(token)
         else:
-            obs = {}
+            obs = StepObs()
             with torch.inference_mode():
                 logits, self.state = self.model.step(torch.tensor([token], device=self.device), self.state, obs)
             if self.graph_mode is not None:

@@ -21,6 +21,7 @@ import time
 import torch
 
 from lineage import ops
+from lineage.mechanisms.observed import StepObs
 from lineage.model import LM
 from lineage.presets import get_preset
 from tests.benchmarks import timing
@@ -116,7 +117,7 @@ def bench_gpu(steps: int = 200, prefill: int = 64, variants=None) -> dict:
             worst = 0.0
             for t in range(8):                      # the graph gives the eager step's answer
                 tok = ids[:, prefill + t]
-                a, eager = model.step(tok, eager, {})
+                a, eager = model.step(tok, eager, StepObs())
                 b, _ = stepper.step(int(tok))
                 worst = max(worst, float((b - a).abs().max() / a.abs().max()))
             tok0 = int(ids[0, prefill])
@@ -142,19 +143,19 @@ def bench_gpu_eager(steps: int = 100, prefill: int = 64, rounds: int = 4) -> dic
                 set_backend(model, name)
                 _, start = model(ids[:, :prefill])
                 tok = ids[:, prefill]
-                times[name].append(timing.median_each(lambda: model.step(tok, start, {}), steps, warmup=5) * 1e3)
+                times[name].append(timing.median_each(lambda: model.step(tok, start, StepObs()), steps, warmup=5) * 1e3)
         for name, ts in times.items():
             out[f"k3-mini step, all observations, eager, {name} (ms)"] = statistics.median(ts)
             out[f"  rounds ({name})"] = ", ".join(f"{t:.2f}" for t in ts)
         set_backend(model, "triton")
         _, start = model(ids[:, :prefill])
         for _ in range(5):
-            model.step(ids[:, prefill], start, {})
+            model.step(ids[:, prefill], start, StepObs())
         torch.cuda.synchronize()
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for _ in range(10):
-                model.step(ids[:, prefill], start, {})
+                model.step(ids[:, prefill], start, StepObs())
             torch.cuda.synchronize()
         out["profile of 10 triton-backend steps (host)"] = "\n" + prof.key_averages().table(
             sort_by="self_cpu_time_total", row_limit=12)

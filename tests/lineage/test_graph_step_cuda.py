@@ -7,6 +7,7 @@ import torch
 from lineage.model import LM
 from lineage.presets import get_preset
 from tests.lineage.test_model import _rotary_conv_softmax, _rotary_softmax, rel
+from lineage.mechanisms.observed import StepObs
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
 
@@ -26,14 +27,14 @@ def test_graph_replay_equals_eager_steps(name):
         stepper = GraphStep(model, st, capacity=64)        # works on its own copy of the state
         for t in range(8, 24):
             graph_logits, obs = stepper.step(int(ids[0, t]))
-            eager_obs = {}
+            eager_obs = StepObs()
             eager_logits, st = model.step(ids[:, t], st, eager_obs)
             assert rel(graph_logits.float(), eager_logits.float()) < 1e-4, t
-            for g, e in zip(obs["layers"], eager_obs["layers"]):
-                n = e["mixer"].get("cache_len")
-                assert g["mixer"].get("cache_len") == n
+            for g, e in zip(obs.layers, eager_obs.layers):
+                n = getattr(e.mixer, "cache_len", None)
+                assert getattr(g.mixer, "cache_len", None) == n
                 if n is not None:                           # the static buffer's attention, trimmed as frames do
-                    assert rel(g["mixer"]["attn"][..., :n].float(), e["mixer"]["attn"].float()) < 1e-4
+                    assert rel(g.mixer.weights[..., :n].float(), e.mixer.weights.float()) < 1e-4
 
 
 def test_capture_needs_only_one_free_slot():
@@ -48,5 +49,5 @@ def test_capture_needs_only_one_free_slot():
         _, st = model(ids[:, :8])
         stepper = GraphStep(model, st, capacity=9)
         graph_logits, _ = stepper.step(int(ids[0, 8]))
-        eager_logits, _ = model.step(ids[:, 8], st, {})
+        eager_logits, _ = model.step(ids[:, 8], st, StepObs())
         assert rel(graph_logits.float(), eager_logits.float()) < 1e-4

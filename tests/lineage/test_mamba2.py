@@ -10,6 +10,7 @@ from lineage.configs import MIXERS, Mamba2Config
 from lineage.mechanisms.mamba2 import Mamba2
 from lineage.model import LM
 from lineage.presets import get_preset
+from lineage.mechanisms.observed import LayerObs
 
 F64 = torch.float64
 
@@ -139,7 +140,7 @@ def test_forward_equals_stepping_token_by_token(name, T):
         y, st = m(x)
         state, ys = None, []
         for t in range(T):
-            y_t, state = m.step(x[:, t], state, {})
+            y_t, state = m.step(x[:, t], state, LayerObs())
             ys.append(y_t)
         assert close(torch.stack(ys, 1), y, 1e-10) and close(state.S, st.S, 1e-10)
         assert (st.conv is None) == (state.conv is None) == (m.conv is None)
@@ -148,22 +149,22 @@ def test_forward_equals_stepping_token_by_token(name, T):
         x2 = torch.randn(2, 5, 60, dtype=F64)
         y2, st2 = m(x2, st)
         for t in range(5):
-            y_t, state = m.step(x2[:, t], state, {})
+            y_t, state = m.step(x2[:, t], state, LayerObs())
         assert close(y_t, y2[:, -1], 1e-10) and close(state.S, st2.S, 1e-10)
 
 
 def test_step_observes_the_state_and_one_retention_per_head():
     m = randomised(Mamba2Config(**CONFIGS["groups"]))
     x = torch.randn(1, 60, dtype=F64)
-    obs = {}
+    obs = LayerObs()
     with torch.no_grad():
-        _, state = m.step(x, None, {})
+        _, state = m.step(x, None, LayerObs())
         _, state2 = m.step(x, state, obs)
         alpha = m._decay(x[:, None])[:, 0].exp()
-    assert obs["S"].shape == (1, 6, 12, 10) and obs["decay"].shape == (1, 6)
-    assert torch.allclose(obs["decay"], alpha) and ((alpha > 0) & (alpha < 1)).all()
-    assert torch.allclose(obs["S"], alpha[..., None, None] * state.S + obs["dS"])      # faded, then added
-    assert obs["state_bytes"] == 6 * 12 * 10 * 8
+    assert obs.mixer.S.shape == (1, 6, 12, 10) and obs.mixer.alpha.shape == (1, 6)
+    assert torch.allclose(obs.mixer.alpha, alpha) and ((alpha > 0) & (alpha < 1)).all()
+    assert torch.allclose(obs.mixer.S, alpha[..., None, None] * state.S + obs.mixer.dS)      # faded, then added
+    assert obs.mixer.state_bytes == 6 * 12 * 10 * 8
 
 
 def test_arithmetic_counts_the_modules():

@@ -19,6 +19,7 @@ from lineage.configs import FFN_CONFIGS, MIXERS, MechanismConfig, ModelConfig
 from lineage.model import LM, mixer_class
 from lineage.presets import PRESETS, get_preset
 from lineage.scenario.schema import MemorySpec
+from lineage.mechanisms.observed import AttentionObs, StateObs, StepObs
 
 KINDS = list(MIXERS)
 
@@ -31,15 +32,15 @@ def one_layer(kind: str, **options) -> ModelConfig:
                        **{m.field: sub, "dense": FFN_CONFIGS["dense"][1](d_model=32, d_ff=32)}).check()
 
 
-def observed(cfg: ModelConfig) -> dict:
+def observed(cfg: ModelConfig):
     torch.manual_seed(0)
     model = LM(cfg).eval()
-    obs, state = {}, None
+    state = None
     with torch.no_grad():
         for t in (1, 2):                                   # the second step reads a non-empty memory
-            obs = {}
+            obs = StepObs()
             _, state = model.step(torch.tensor([t]), state, obs)
-    return obs["layers"][0]["mixer"]
+    return obs.layers[0].mixer
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -86,11 +87,11 @@ def test_capabilities_are_what_the_layer_observes(kind):
     m = MIXERS[kind]
     gated = "output_gate" in {f.name for f in dataclasses.fields(m.config)}
     mx = observed(one_layer(kind, **({"output_gate": True} if gated else {})))
-    assert ("S" in mx) == m.holds_state
-    assert (mx.get("decay") is not None) == m.has_decay
+    assert isinstance(mx, StateObs) == m.holds_state
+    assert (getattr(mx, "alpha", None) is not None) == m.has_decay
     assert (not m.has_decay) or callable(getattr(mixer_class(kind), "_decay", None))
-    assert ("attn" in mx) == m.attends
-    assert (mx.get("gate") is not None) == m.gate
+    assert isinstance(mx, AttentionObs) == m.attends
+    assert (getattr(mx, "gate", None) is not None) == m.gate
     assert not m.gate or gated                            # the gate panel's check reads config.output_gate
 
 

@@ -4,6 +4,7 @@ import torch
 
 from lineage.model import LM
 from lineage.presets import PRESETS, get_preset
+from lineage.mechanisms.observed import AttentionObs, StateObs, StepObs
 
 RUNNABLE = [n for n in PRESETS if not get_preset(n).shape_only and n != "gpt2-small"]
 
@@ -32,30 +33,30 @@ def test_observations_cover_every_panel():
     cfg = get_preset("k3-mini")
     model = LM(cfg)
     _, st = model(torch.randint(0, 256, (1, 10)))
-    obs = {}
+    obs = StepObs()
     with torch.no_grad():
         logits_obs, _ = model.step(torch.tensor([65]), st, obs)
         logits_plain, _ = model.step(torch.tensor([65]), st)
     assert torch.equal(logits_obs, logits_plain)             # observing changes nothing
-    assert len(obs["layers"]) == cfg.n_layers
-    kinds = [lo["mixer"]["kind"] for lo in obs["layers"]]
-    assert kinds == ["kda" if m == "kda" else "mla" for m in cfg.mixers]
-    kda0 = obs["layers"][0]["mixer"]
+    assert len(obs.layers) == cfg.n_layers
+    kinds = [type(lo.mixer) for lo in obs.layers]
+    assert kinds == [StateObs if m == "kda" else AttentionObs for m in cfg.mixers]
+    kda0 = obs.layers[0].mixer
     H, K = cfg.kda.n_heads, cfg.kda.head_dim
-    assert kda0["S"].shape == (1, H, K, K) and kda0["dS"].shape == (1, H, K, K)
-    assert kda0["read"].shape == (1, H, K) and kda0["decay"].shape == (1, H, K) and kda0["beta"].shape == (1, H)
-    mla = obs["layers"][3]["mixer"]
-    assert mla["cache_len"] == 11 and mla["cache_bytes"] == 11 * (32 + 8) * 4
-    assert obs["layers"][0]["ffn"]["kind"] == "dense"
-    moe = obs["layers"][1]["ffn"]
-    assert moe["experts"].shape == (1, cfg.moe.top_k) and moe["scores"].shape == (1, cfg.moe.n_experts)
+    assert kda0.S.shape == (1, H, K, K) and kda0.dS.shape == (1, H, K, K)
+    assert kda0.read.shape == (1, H, K) and kda0.alpha.shape == (1, H, K) and kda0.beta.shape == (1, H)
+    mla = obs.layers[3].mixer
+    assert mla.cache_len == 11 and mla.cache_bytes == 11 * (32 + 8) * 4
+    assert obs.layers[0].ffn is None                         # a dense FFN has nothing to show
+    moe = obs.layers[1].ffn
+    assert moe.experts.shape == (1, cfg.moe.top_k) and moe.scores.shape == (1, cfg.moe.n_experts)
     # AttnRes: layer 0 reads only the embedding; sources grow by one per completed block
-    w0 = obs["layers"][0]["attnres"]
+    w0 = obs.layers[0].attnres
     assert w0[0].shape[0] == 1 and w0[1].shape[0] == 2
-    last = obs["layers"][-1]["attnres"][0]
+    last = obs.layers[-1].attnres[0]
     assert last.shape[0] == 1 + (cfg.n_layers - 1) // cfg.attnres.block_size + 1
-    assert torch.allclose(obs["attnres_final"].sum(0), torch.ones(1))
-    assert obs["top_probs"].shape == (1, 10) and (obs["top_probs"][:, :-1] >= obs["top_probs"][:, 1:]).all()
+    assert torch.allclose(obs.attnres_final.sum(0), torch.ones(1))
+    assert obs.top_probs.shape == (1, 10) and (obs.top_probs[:, :-1] >= obs.top_probs[:, 1:]).all()
 
 
 def test_gpt2_positions_run_out_clearly():
@@ -110,15 +111,15 @@ def test_static_cache_steps_equal_growing_cache(name):
     static = to_static(st, capacity=32)
     assert any(isinstance(s, StaticCache) for s in static.layers)
     for t in range(9, 16):
-        o1, o2 = {}, {}
+        o1, o2 = StepObs(), StepObs()
         a, st = model.step(ids[:, t], st, o1)
         b, static = model.step(ids[:, t], static, o2)
         assert rel(b, a) < 1e-12
-        for l1, l2, s2 in zip(o1["layers"], o2["layers"], static.layers):
+        for l1, l2, s2 in zip(o1.layers, o2.layers, static.layers):
             if isinstance(s2, StaticCache):
-                n = l1["mixer"]["cache_len"]
-                assert l2["mixer"]["cache_len"] == n == t + 1 and l2["mixer"]["cache_bytes"] == l1["mixer"]["cache_bytes"]
-                assert rel(l2["mixer"]["attn"][..., :n], l1["mixer"]["attn"]) < 1e-12
-                assert float(l2["mixer"]["attn"][..., n:].abs().max()) == 0.0   # the unwritten tail gets nothing
+                n = l1.mixer.cache_len
+                assert l2.mixer.cache_len == n == t + 1 and l2.mixer.cache_bytes == l1.mixer.cache_bytes
+                assert rel(l2.mixer.weights[..., :n], l1.mixer.weights) < 1e-12
+                assert float(l2.mixer.weights[..., n:].abs().max()) == 0.0   # the unwritten tail gets nothing
     with pytest.raises(ValueError, match="capacity"):
         to_static(model(ids)[1], capacity=8)

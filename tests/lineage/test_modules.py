@@ -14,6 +14,7 @@ from lineage.mechanisms.linear_attention import LinearAttention
 from lineage.mechanisms.mla import MLA
 from lineage.mechanisms.moe import MoE
 from lineage.mechanisms.short_conv import ShortConv
+from lineage.mechanisms.observed import LayerObs
 
 D = 60
 TOL = 1e-10
@@ -85,10 +86,10 @@ def test_forward_equals_steps(name, T):
     y_full, s_full = mod(x)
     st, ys = None, []
     for t in range(T):
-        obs = {}
+        obs = LayerObs()
         y, st = mod.step(x[:, t], st, obs)
         ys.append(y)
-        assert "kind" in obs
+        assert (obs.mixer is None) == name.startswith("dense") and obs.ffn is None or name.startswith("moe")
     y_steps = torch.stack(ys, 1)
     assert rel(y_full, y_steps) < TOL, name
     assert states_equal(s_full, st), name
@@ -136,13 +137,14 @@ def test_delta_observations_explain_the_write():
     st = None
     for t in range(5):
         old = None if st is None else st.S
-        obs = {}
+        obs = LayerObs()
         _, st = mod.step(x[:, t], st, obs)
-        decayed = 0 if old is None else old * obs["decay"][..., None]
-        assert rel(obs["S"], decayed + obs["dS"]) < TOL
-        u = obs["beta"][..., None] * (obs["v"] - obs["read"])
-        assert rel(obs["dS"], obs["k"][..., None] * u[:, :, None]) < TOL
-        assert obs["decay"].shape == (1, 3, 20) and (obs["decay"] >= torch.exp(torch.tensor(-5.0)) - 1e-12).all()
+        seen = obs.mixer
+        decayed = 0 if old is None else old * seen.alpha[..., None]
+        assert rel(seen.S, decayed + seen.dS) < TOL
+        u = seen.beta[..., None] * (seen.v - seen.read)
+        assert rel(seen.dS, seen.k[..., None] * u[:, :, None]) < TOL
+        assert seen.alpha.shape == (1, 3, 20) and (seen.alpha >= torch.exp(torch.tensor(-5.0)) - 1e-12).all()
 
 
 def test_kda_gate_forms_respect_their_range():
@@ -160,13 +162,14 @@ def test_kda_gate_forms_respect_their_range():
 def test_moe_routing_observations():
     torch.manual_seed(5)
     mod = MODULES["moe-latent"]().double()
-    obs = {}
+    obs = LayerObs()
     mod.step(torch.randn(2, D, dtype=torch.float64), None, obs)
-    assert obs["experts"].shape == (2, 3) and obs["weights"].shape == (2, 3)
-    assert torch.allclose(obs["weights"].sum(-1), torch.full((2,), 2.5, dtype=torch.float64))
-    top = obs["scores"].topk(3, -1).indices
-    assert torch.equal(obs["experts"], top)
-    assert ((obs["shared_share"] > 0) & (obs["shared_share"] < 1)).all()
+    obs = obs.ffn
+    assert obs.experts.shape == (2, 3) and obs.weights.shape == (2, 3)
+    assert torch.allclose(obs.weights.sum(-1), torch.full((2,), 2.5, dtype=torch.float64))
+    top = obs.scores.topk(3, -1).indices
+    assert torch.equal(obs.experts, top)
+    assert ((obs.shared_share > 0) & (obs.shared_share < 1)).all()
 
 
 def test_short_conv_matches_conv1d():

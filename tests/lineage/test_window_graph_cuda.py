@@ -10,6 +10,7 @@ import torch
 from lineage.configs import RopeScalingConfig
 from lineage.model import LM
 from tests.lineage.test_model import _rotary_softmax, rel
+from lineage.mechanisms.observed import StepObs
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
 
@@ -29,12 +30,12 @@ def test_windowed_graph_replay_equals_eager_steps(prefill):
         stepper = GraphStep(model, st, capacity=32)
         for t in range(prefill, prefill + 12):
             graph_logits, obs = stepper.step(int(ids[0, t]))
-            eager_obs = {}
+            eager_obs = StepObs()
             eager_logits, st = model.step(ids[:, t], st, eager_obs)
             assert rel(graph_logits.float(), eager_logits.float()) < 1e-4, t
-            for g, e in zip(obs["layers"], eager_obs["layers"]):
-                assert g["mixer"]["cache_len"] == e["mixer"]["cache_len"] == min(t + 1, 5)
-                assert g["mixer"]["cache_bytes"] == e["mixer"]["cache_bytes"]
-                n = e["mixer"]["attn_len"]
-                assert g["mixer"]["attn_len"] == n == t + 1
-                assert rel(g["mixer"]["attn"][..., :n].float(), e["mixer"]["attn"].float()) < 1e-4
+            for g, e in zip(obs.layers, eager_obs.layers):
+                assert g.mixer.cache_len == e.mixer.cache_len == min(t + 1, 5)
+                assert g.mixer.cache_bytes == e.mixer.cache_bytes
+                n = e.mixer.length
+                assert g.mixer.length == n == t + 1
+                assert rel(g.mixer.weights[..., :n].float(), e.mixer.weights.float()) < 1e-4

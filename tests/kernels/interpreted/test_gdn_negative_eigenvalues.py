@@ -12,6 +12,7 @@ import torch.nn.functional as F
 pytest.importorskip("triton", reason="triton is not installed: the kernels cannot run")
 
 import kernels                      # noqa: E402
+from lineage.mechanisms.observed import StepObs
 
 B, T, H, K, V = 2, 63, 3, 33, 20          # near_two's sizes
 
@@ -98,10 +99,10 @@ def test_model_on_kernels_equals_reference_with_beta_up_to_two():
         l_tri, s_tri = tri(ids[:, :66])
         close(l_tri, l_ref.double())
         for t in range(66, 68):
-            obs = {}
+            obs = StepObs()
             a, s_ref = ref.step(ids[:, t], s_ref, obs)
             b, s_tri = tri.step(ids[:, t], s_tri)
             close(b, a.double())
-        assert float(obs["layers"][0]["mixer"]["beta"].max()) > 1.5
+        assert float(obs.layers[0].mixer.beta.max()) > 1.5
     for x, y in zip(s_tri.layers, s_ref.layers):
         close(x.S, y.S.double())

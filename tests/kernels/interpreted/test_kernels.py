@@ -24,6 +24,7 @@ from kernels import chunk_delta as cd   # noqa: E402
 from kernels import chunk_scores   # noqa: E402
 from kernels.step import kda_step_op   # noqa: E402
 from lineage import ops             # noqa: E402
+from lineage.mechanisms.observed import StateObs, StepObs
 
 RTOL = 1e-4
 B, H, V = 1, 2, 48
@@ -351,7 +352,7 @@ def test_observed_step_on_kernels_matches_reference(preset, batch):
         _, s_ref = ref(ids[:, :9])
         _, s_tri = tri(ids[:, :9])
         for t in range(9, 12):
-            o_ref, o_tri = {}, {}
+            o_ref, o_tri = StepObs(), StepObs()
             before = [st.S.clone() if hasattr(st, "S") else None for st in s_tri.layers]
             a, s_ref = ref.step(ids[:, t], s_ref, o_ref)
             old = s_tri
@@ -360,20 +361,20 @@ def test_observed_step_on_kernels_matches_reference(preset, batch):
             for st, S in zip(old.layers, before):      # a step leaves the caller's state alone
                 assert S is None or torch.equal(st.S, S)
             seen = 0
-            for la, lb in zip(o_ref["layers"], o_tri["layers"]):
-                if "experts" in la["ffn"]:
-                    assert torch.equal(la["ffn"]["experts"], lb["ffn"]["experts"])
-                    close(lb["ffn"]["weights"], la["ffn"]["weights"])
-                ma, mb = la["mixer"], lb["mixer"]
-                if "dS" not in ma:
+            for la, lb in zip(o_ref.layers, o_tri.layers):
+                if la.ffn is not None:
+                    assert torch.equal(la.ffn.experts, lb.ffn.experts)
+                    close(lb.ffn.weights, la.ffn.weights)
+                ma, mb = la.mixer, lb.mixer
+                if not isinstance(ma, StateObs):
                     continue
                 seen += 1
-                assert mb["kind"] == ma["kind"] and mb["state_bytes"] == ma["state_bytes"]
-                for name in ("S", "dS", "read", "v", "k", "beta", "decay"):
-                    if ma[name] is None:
-                        assert mb[name] is None
+                assert type(mb) is type(ma) and mb.state_bytes == ma.state_bytes
+                for name in ("S", "dS", "read", "v", "k", "beta", "alpha"):
+                    if getattr(ma, name) is None:
+                        assert getattr(mb, name) is None
                     else:
-                        close(mb[name], ma[name])
+                        close(getattr(mb, name), getattr(ma, name))
             assert seen > 0
 
 

@@ -16,6 +16,7 @@ from lineage.config_dict import config_from_dict
 from lineage.configs import AttentionConfig, ConfigError, DenseFFNConfig, GatedDeltaNetConfig, ModelConfig
 from lineage.mechanisms.gated_deltanet import GatedDeltaNet
 from lineage.model import LM
+from lineage.mechanisms.observed import LayerObs
 
 
 def plain_loop(q, k, v, g, beta, S0, scale):
@@ -88,12 +89,12 @@ def gdn(allow, **kw):
 def test_module_beta_range_and_observed_beta(allow):
     m = gdn(allow)
     x = torch.randn(2, 24, dtype=torch.float64)
-    obs = {}
+    obs = LayerObs()
     with torch.no_grad():
         m.step(x, None, obs)
         want = (2 if allow else 1) * torch.sigmoid(m.b_proj(x))
-    assert torch.allclose(obs["beta"], want)
-    assert float(obs["beta"].max()) > (1.5 if allow else 0.9) and float(obs["beta"].max()) < (2 if allow else 1)
+    assert torch.allclose(obs.mixer.beta, want)
+    assert float(obs.mixer.beta.max()) > (1.5 if allow else 0.9) and float(obs.mixer.beta.max()) < (2 if allow else 1)
 
 
 @pytest.mark.parametrize("chunk_size", [None, 16])

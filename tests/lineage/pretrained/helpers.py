@@ -8,6 +8,7 @@ import sys
 import torch
 
 import lineage
+from lineage.mechanisms.observed import StepObs
 
 
 def import_cpu_models(*modules: str) -> None:
@@ -49,7 +50,7 @@ def compare(ref, path, vocab: int, prefill: int = 7, steps: int = 5, seed: int =
             t = ids[:, prefill + i]
             out = ref(t[:, None], cache=cache, use_cache=True)
             cache = out.past_key_values  # transformers 5 still returns it under this name
-            obs = {}
+            obs = StepObs()
             logits, state = ours.step(t, state, obs)
             errs.append(rel(logits, out.logits[:, 0]))
             if state_check is not None:

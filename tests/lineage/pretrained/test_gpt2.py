@@ -8,6 +8,7 @@ from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 import lineage  # noqa: E402
 
 from .helpers import compare  # noqa: E402
+from lineage.mechanisms.observed import AttentionObs, StepObs
 
 
 def gpt2(path, tie=True, **kw):
@@ -39,9 +40,9 @@ def test_gpt2_is_the_projects_own_model(tmp_path):
     model, tok = lineage.load_pretrained(tmp_path)
     assert type(model).__name__ == "LM" and tok is None
     assert model.lm_head.weight is model.wte.weight               # tied, as GPT-2
-    obs = {}
+    obs = StepObs()
     model.step(torch.tensor([3]), None, obs)
-    assert obs["layers"][0]["mixer"]["kind"] == "softmax" and obs["layers"][0]["mixer"]["cache_len"] == 1
+    assert isinstance(obs.layers[0].mixer, AttentionObs) and obs.layers[0].mixer.cache_len == 1
 
 
 def test_dtype_and_hub_names(tmp_path):

@@ -15,6 +15,7 @@ import lineage  # noqa: E402
 from lineage.pretrained import PretrainedError  # noqa: E402
 
 from .helpers import compare, rel  # noqa: E402
+from lineage.mechanisms.observed import StepObs
 
 TOKENS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 
@@ -110,13 +111,13 @@ def test_kimi_linear_hub_config_and_query_lora(tmp_path):
 def test_observations_of_a_real_hybrid(tmp_path):
     kimi(tmp_path)
     model, _ = lineage.load_pretrained(tmp_path)
-    obs = {}
+    obs = StepObs()
     with torch.no_grad():
         _, state = model(torch.tensor([[5, 6, 7]]))
         model.step(torch.tensor([8]), state, obs)
-    kda, mla, moe = obs["layers"][0]["mixer"], obs["layers"][3]["mixer"], obs["layers"][1]["ffn"]
-    assert kda["S"].shape == (1, 3, 16, 16) and kda["decay"].shape == (1, 3, 16)
-    assert mla["cache_len"] == 4 and moe["experts"].shape == (1, 3)
+    kda, mla, moe = obs.layers[0].mixer, obs.layers[3].mixer, obs.layers[1].ffn
+    assert kda.S.shape == (1, 3, 16, 16) and kda.alpha.shape == (1, 3, 16)
+    assert mla.cache_len == 4 and moe.experts.shape == (1, 3)
 
 
 @pytest.mark.parametrize("make", [qwen, kimi])

@@ -14,6 +14,8 @@ import lineage  # noqa: E402
 from lineage.pretrained import PretrainedError  # noqa: E402
 
 from .helpers import compare  # noqa: E402
+from lineage.mechanisms.observed import StepObs
+from lineage.playback.observe import lm_fields
 
 TOKENS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 CLASSES = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen3": (Qwen3Config, Qwen3ForCausalLM),
@@ -302,17 +304,17 @@ def test_windowed_observations_and_the_static_step(tmp_path):
         _, state = model(ids)
         static = to_static(state, capacity=16)
         for t in (11, 12, 13):
-            obs, sobs = {}, {}
+            obs, sobs = StepObs(), StepObs()
             logits, state = model.step(torch.tensor([t]), state, obs)
             slogits, static = model.step(torch.tensor([t]), static, sobs)
-            eager, st = obs["layers"][1]["mixer"], sobs["layers"][1]["mixer"]
+            eager, st = obs.layers[1].mixer, sobs.layers[1].mixer
             pos = state.pos - 1
-            assert eager["attn"].shape[-1] == eager["attn_len"] == pos + 1
+            assert eager.weights.shape[-1] == eager.length == pos + 1
             assert torch.allclose(slogits, logits, atol=1e-5, rtol=1e-5)
-            assert st["attn_len"] == pos + 1
-            assert torch.allclose(st["attn"][..., :pos + 1], eager["attn"], atol=1e-6)
-            assert float(eager["attn"][..., :pos - 3].abs().max()) == 0.0      # outside the last 4: nothing
-            assert eager["cache_len"] == st["cache_len"] == 4 and eager["cache_bytes"] == st["cache_bytes"]
+            assert st.length == pos + 1
+            assert torch.allclose(st.weights[..., :pos + 1], eager.weights, atol=1e-6)
+            assert float(eager.weights[..., :pos - 3].abs().max()) == 0.0      # outside the last 4: nothing
+            assert eager.cache_len == st.cache_len == 4 and eager.cache_bytes == st.cache_bytes
 
 
 def mixed_kv_equal(window, kinds):
@@ -357,16 +359,16 @@ def test_windowed_memory_arithmetic_stops_growing_as_the_cache_does(tmp_path):
     with torch.no_grad():
         _, state = model(torch.tensor([[3, 4]]))
         for t in range(8):
-            obs = {}
+            obs = StepObs()
             _, state = model.step(torch.tensor([10 + t]), state, obs)
-            got = sum(lo["mixer"]["cache_bytes"] for lo in obs["layers"])
+            got = sum(lo.mixer.cache_bytes for lo in obs.layers)
             assert got == model_memory(model.cfg, state.pos, 4, 4)["cache_bytes"], (t, state.pos)
             measured.append(got)
     assert measured[2] == measured[-1] > measured[1]          # full from 5 tokens on, growing before
     m = model_memory(model.cfg, 1 << 20)
     assert m["cache_bytes"] == m["window_bytes"] == model_memory(model.cfg, 5)["cache_bytes"]
     from lineage.arithmetic import measured_memory       # what the cache panel reads: where the KV stops
-    seen = measured_memory([lo["mixer"] for lo in obs["layers"]], model.cfg)
+    seen = measured_memory(lm_fields(obs, model.cfg, {})[0]["layers"], model.cfg)
     assert seen["tokens"] == 5 and seen["kv"] == measured[-1] and seen["kv_window"] == 5
 
 
@@ -382,9 +384,9 @@ def test_some_layers_windowed_project_layer_by_layer(tmp_path):
     with torch.no_grad():
         _, state = model(torch.tensor([[3, 4]]))
         for t in range(6):
-            obs = {}
+            obs = StepObs()
             _, state = model.step(torch.tensor([10 + t]), state, obs)
-            view = CacheView(**measured_memory([lo["mixer"] for lo in obs["layers"]], model.cfg))
+            view = CacheView(**measured_memory(lm_fields(obs, model.cfg, {})[0]["layers"], model.cfg))
             assert view.windowed and view.kv_window is None
             for n in (3, 5, 100, 1 << 20):
                 assert view.cache_at(n) == model_memory(model.cfg, n, 4, 4)["cache_bytes"], (state.pos, n)
