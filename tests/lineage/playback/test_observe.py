@@ -8,7 +8,7 @@ import numpy as np
 from lineage.playback.session import Session
 from lineage.scenario import load
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_toy_frames_keep_the_write_the_memory_made():

@@ -8,7 +8,7 @@ from lineage.playback import cache
 from lineage.scenario import load
 from tui.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TOUR = ROOT / "scenarios" / "tour.yaml"      # a tour frame is ~120 KB
 
 
