@@ -81,13 +81,7 @@ def load_pretrained(path, device="cpu", dtype=None):
     own = raw.get("dtype") or raw.get("torch_dtype") or text.get("dtype") or text.get("torch_dtype")
     dtype = torch_dtype(dtype) or torch_dtype(dtype_name(own) or "float32")
     tokenizer = load_tokenizer(root)        # a broken tokenizer file is found before any weight is read
-    shards = Shards(weight_files(root))
-    check_claims(cfg, shards, root / "config.json")      # before the build: layers and sizes the files hold
-    model = build_on_meta(cfg)
-    params = dict(model.named_parameters())             # a tied head appears once, as wte.weight
-    if any(True for _ in model.buffers()):
-        raise PretrainedError(f"{cfg.name}: the model has buffers the loader does not fill")
-    check_headers(arch, cfg, shards, params, root, raw.get("model_type"))
+    shards, model, params = check_weights(cfg, arch, root, raw.get("model_type"))
     # a router's choice bias stays float32 (as the reference keeps it): in bf16 near-equal experts would swap
     dest = {n: torch.empty(p.shape, dtype=torch.float32 if n.endswith("score_bias") else dtype, device=device)
             for n, p in params.items()}
@@ -110,6 +104,22 @@ def load_pretrained(path, device="cpu", dtype=None):
     if cfg.tie_embeddings:
         model.lm_head.weight = model.wte.weight
     return model.eval(), tokenizer
+
+
+def check_weights(cfg, arch, root: Path, model_type) -> tuple[Shards, object, dict]:
+    """The weight files against config.json from their safetensors headers alone, all a load checks
+    before it allocates anything: the claims (layers and sizes the files hold), then the model on
+    meta and every tensor's place, shape and dtype. -> (the shards, the meta model, its parameters
+    by name; a tied head appears once, as wte.weight). `lineage validate` stops here: no weights
+    are read, only torch's import and a meta build (0.2 s for Kimi Linear's published 27 layers)."""
+    shards = Shards(weight_files(root))
+    check_claims(cfg, shards, root / "config.json")      # before the build: layers and sizes the files hold
+    model = build_on_meta(cfg)
+    params = dict(model.named_parameters())
+    if any(True for _ in model.buffers()):
+        raise PretrainedError(f"{cfg.name}: the model has buffers the loader does not fill")
+    check_headers(arch, cfg, shards, params, root, model_type)
+    return shards, model, params
 
 
 def build_on_meta(cfg):

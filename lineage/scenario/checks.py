@@ -67,6 +67,7 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
     cfgs = [build_config(s, sc.model_path(i), loc, problems, base_dir) for i, s in enumerate(sc.model_specs)]
     specs = sc.model_specs
     toys = [c for c, s in zip(cfgs, specs) if s.pretrained is None]      # a checkpoint is as big as it is
+    _check_weights(sc, cfgs, loc, problems, base_dir)
     if all(c is not None for c in cfgs) and toys and sc.input is not None:
         _check_budget(sc, toys, loc, problems, base_dir)
     if sc.input is not None:
@@ -214,6 +215,27 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
         if c.panel is not None and kinds and c.panel not in kinds:
             problems.append(loc.problem(("captions", j, "panel"), f"the scenario has no {c.panel} panel "
                                         f"(its panels: {', '.join(dict.fromkeys(kinds))})"))
+
+
+def _check_weights(sc: Scenario, cfgs: list, loc: Located, problems: list, base_dir: Path | None) -> None:
+    """Each checkpoint whose config.json read: its weight files against it from the safetensors
+    headers (lineage.pretrained.loader.check_weights: a tensor of the wrong shape, place or dtype),
+    so what validates loads. The one check here that imports torch, for a meta build of the
+    model; only scenarios naming a checkpoint pay it. A folder named twice is checked once."""
+    seen = set()
+    for i, (cfg, spec) in enumerate(zip(cfgs, sc.model_specs)):
+        if cfg is None or spec.pretrained is None:
+            continue
+        from ..pretrained import PretrainedError, read_model_config
+        from ..pretrained.loader import check_weights
+        try:
+            _, arch, root, raw = read_model_config(pretrained_dir(spec, base_dir))
+            if root in seen:
+                continue
+            seen.add(root)
+            check_weights(cfg, arch, root, raw.get("model_type"))
+        except PretrainedError as e:
+            problems.append(loc.problem(sc.model_path(i) + ("pretrained",), str(e)))
 
 
 def _listed(layers) -> str:

@@ -145,7 +145,8 @@ def test_cli_messages_name_the_directory_not_the_made_scenario(tmp_path, capsys)
     msg = capsys.readouterr().err.strip()
     assert msg.startswith(f"{tmp_path / 'm' / 'model.safetensors'}: tensor transformer.h.0.ln_1.bias"), msg
     assert "lineage-" not in msg and ".yaml" not in msg
-    assert main(["validate", str(tmp_path / "m")]) == 0           # config.json only: weights are read by run
+    assert main(["validate", str(tmp_path / "m")]) == 2           # the safetensors headers, no weights read
+    assert capsys.readouterr().err.strip() == msg
     edit = json.loads((tmp_path / "m" / "config.json").read_text())
     edit["n_head"] = 5
     (tmp_path / "m" / "config.json").write_text(json.dumps(edit))

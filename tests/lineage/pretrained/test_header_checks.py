@@ -110,3 +110,28 @@ def test_the_shapes_only_build_has_the_models_parameters(built):
         with torch.device("meta"):
             want = _params(LM(cfg))
         assert _params(build_on_meta(cfg)) == want, cfg.name
+
+
+@pytest.mark.parametrize("case", ["gpt2 int32 weights", "kimi expert narrower"])
+def test_validate_refuses_a_wrong_tensor_from_its_header(built, tmp_path, monkeypatch, capsys, case):
+    """`lineage validate DIR`, and validate of a scenario naming DIR, run the same header checks
+    as a load (before, both exited 0 and only `run` found the tensor): one line, exit 2, no tensor read."""
+    from tui.cli import main
+    family, name, shape, words = CASES[case]
+    path = spoiled(built, tmp_path, family, name, shape)
+    sc = tmp_path / "s.yaml"
+    sc.write_text(f"version: 1\ntitle: t\nmodel: {{pretrained: {family}}}\ninput: {{ids: [1, 2, 3]}}\n")
+
+    def read(self, tensor):
+        raise AssertionError(f"validate read {tensor}")
+
+    monkeypatch.setattr(Shards, "get", read)
+    capsys.readouterr()
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"{path / 'model.safetensors'}: tensor {name}") and words in err[0], err
+    assert main(["validate", str(sc)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"{sc}:3:21: model.pretrained: {path / 'model.safetensors'}: tensor "
+                                               f"{name}") and words in err[0], err
+    assert main(["validate", str(built / family)]) == 0          # the unspoiled folder still validates

@@ -120,8 +120,8 @@ def test_svg_snapshot_of_a_checkpoint(ckpt, tmp_path):
 
 
 def test_a_broken_shard_found_when_loading_is_one_located_line(ckpt, tmp_path, capsys):
-    """validate reads config.json only; a truncated shard is found when the model loads, and
-    record says so in one line placed at the scenario's pretrained field, exit 2."""
+    """A truncated shard is found from its safetensors header: validate and record say so in one
+    line placed at the scenario's pretrained field, exit 2."""
     import os
     import shutil
     bad = tmp_path / "broken"
@@ -130,7 +130,9 @@ def test_a_broken_shard_found_when_loading_is_one_located_line(ckpt, tmp_path, c
     os.truncate(f, f.stat().st_size // 2)
     sc = tmp_path / "s.yaml"
     sc.write_text(scenario("broken"))
-    assert main(["validate", str(sc)]) == 0
+    assert main(["validate", str(sc)]) == 2
+    said = capsys.readouterr().err
     assert main(["record", str(sc), "-o", str(tmp_path / "t.trace")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "model.pretrained" in err[0] and "not a usable safetensors file" in err[0]
+    assert said.strip() == err[0]
