@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import torch
 
+from .mechanisms.observed import StepObs
 from .mechanisms.static_cache import StaticCache
 from .model import LM, ModelState
 

@@ -30,6 +30,7 @@ def scenario(folder: Path, file: str = "doc.txt", prefill: int = 0, extra: str =
         input: {{file: {file}}}
         decoding: {{prefill: {prefill}}}
         panels: [{{kind: tokens}}, {{kind: cache}}]
+        device: cpu       # the CPU's 4,096-token chunks and budget, on a GPU box too
         {extra}"""), encoding="utf-8")
     return path
 
