@@ -1,5 +1,6 @@
 """What the app's tests share: where the bundled scenarios are, waiting until a frame is shown,
-the step counter, a panel of a kind, and the text of the screen as an SVG export shows it."""
+a slide of a step, the step counter, a panel of a kind, and the text of the screen as an SVG
+export shows it."""
 import asyncio
 import re
 from html import unescape
@@ -30,6 +31,14 @@ async def settle(pilot, app, index=None, timeout=60.0):
         await asyncio.wait_for(until_shown(), timeout)
     except asyncio.TimeoutError:
         raise AssertionError(f"no frame (index {app.index}, wanted {index})") from None
+
+
+async def slide(pilot, app, index, kind=None):
+    """The app drawn as `lineage snapshot` draws 0-based step `index`: a slide (of panel
+    `kind`), at the app's size as given, not grown."""
+    from tui.headless import _show, _slide_mode
+    _slide_mode(app, kind)
+    await _show(app, pilot, index, kind, "test")
 
 
 def shown_step(app) -> int | None:

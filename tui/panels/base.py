@@ -295,14 +295,15 @@ class SweepPanel(HeatmapPanel):
         last = row_name(max(history.column(i).shape[0] - 1, 0))
         gutter = 2 * len(last) + 2 if rows else 0
         still = self.screen.has_class("-slide")          # a slide: oldest to newest, "now" at the right
-        data = self._sweep.update(key, i, lambda j: history.column(j), self.size.width - gutter, ordered=still)
+        self._sweep.update(key, i, lambda j: history.column(j), self.size.width - gutter, ordered=still)
+        data, blank = self._sweep.picture(i)
         # the columns sweep: no ticks at their ends, the caret names the step now instead
         first = self._sweep.step_at(0) if still else None
         hm.set_axes(rows, f"steps {first + 1}-{i + 1}" if still else "step, sweeping", row_name, col_ticks=False,
                     fold=fold)
         hm.whole_zoom = True        # time columns of one width: a doubled one would read as a step
         hm.set_marker(self._sweep.column_of(i), f"now, step {i + 1}")
-        hm.set_data(data, "sequential", vmax=1.0, blank=self._sweep.blank(i))
+        hm.set_data(data, "sequential", vmax=1.0, blank=blank)
         return data
 
 

@@ -58,11 +58,13 @@ def fit(rows: int, cols: int, width: int, height: int, per: int = 2, whole: bool
     need not be square (a folded axis, a sweep's rows) stretches to fill it rather than leave
     blank lines; without it (a height still being chosen) such a picture takes what it needs.
     Without colour (per 1) every zoom is whole: each glyph is one value, and a value drawn
-    twice beside one drawn once would read as two."""
+    twice beside one drawn once would read as two. A sweep never prints its values: a still
+    one of its first few steps (a slide) is a picture of time as it is at every later step,
+    magnified to its frame, not a table."""
     width, height = max(width, 1), max(height, 1)
     if rows <= 0 or cols <= 0:
         return Fit()
-    if rows <= TEXT_MAX and cols <= TEXT_MAX and width // cols >= TEXT_CELL:
+    if rows <= TEXT_MAX and cols <= TEXT_MAX and width // cols >= TEXT_CELL and not whole:
         if per == 1:               # no colour: a cell is its number, one line a row
             return Fit(text=True, cw=min(width // cols, TEXT_CELL + 2), ch=1,
                        xs=np.arange(cols), ys=np.arange(rows))
@@ -92,6 +94,35 @@ def fit(rows: int, cols: int, width: int, height: int, per: int = 2, whole: bool
         zx, zy = float(max(1, int(zx))), float(max(1, int(zy)))
     w, p = min(width, int(C * zx)), min(pixels, int(R * zy))
     return Fit(zoom=zx, fold=fold, rfold=rfold, xs=_spread(C, w), ys=_spread(R, p))
+
+
+def row_ticks(ys: np.ndarray, per: int, every: int) -> list[tuple[int, int]]:
+    """(line, drawn row) of each row tick of a picture whose pixel row p draws row ys[p] (ys:
+    (pixel rows,), non-decreasing, as `fit` spreads them), `per` pixel rows a line: the first
+    row, the last, and every s-th between, each on the line where its row begins (the first
+    line whose upper pixel it is; a row drawn only as a lower pixel: that line). s is 1 where
+    rows are two lines or taller (a map scaled up names every row), else the smallest round
+    stride that keeps ticks `every` lines apart on average. (A tick every `every` lines, naming
+    whatever row that line began with, skipped rows of a stretched map: "0 1 2 4 5 6 7".) A
+    tick closer than two lines to the last one is left out."""
+    ys = np.asarray(ys)
+    if not len(ys):
+        return []
+    n, rows = -(-len(ys) // per), int(ys[-1]) + 1
+    tall = len(ys) / rows / per                     # lines a row, on average
+
+    def line(d: int) -> int:
+        p = int(np.searchsorted(ys, d))             # the row's first pixel
+        y = -(-p // per)
+        return y if y < n and y * per < len(ys) and ys[y * per] == d else p // per
+
+    s = 1
+    if tall < 2:                                    # a round stride: 1 2 4 5 8 10 20 40 50 ...
+        s = min(m * 10 ** k for k in range(7) for m in (1, 2, 4, 5, 8) if m * 10 ** k * tall >= every)
+    last = line(rows - 1)
+    ticks = [(line(d), d) for d in range(0, rows - 1, s)]
+    ticks = [t for t in ticks if t[0] == 0 or t[0] <= last - 2 or s == 1]
+    return ticks + [(last, rows - 1)] if rows > 1 else ticks
 
 
 RULES = {"mean": "mean", "max": "max", "min": "min", "absmax": "largest |value|"}

@@ -5,9 +5,10 @@ one as background, so one terminal cell holds two square pixels. Each value beco
 pixels as large as the widget allows in both directions (fractional: a 32 x 32 state in 62
 columns draws most values two pixels wide, a few one), centred in the widget, so a state grows
 when its panel is maximised, other panels are hidden or the terminal is larger. Matrices of
-8 x 8 or smaller print their values in cells as large as the room allows. Strips are built once
-per `set_data` and cached. Without colour (NO_COLOR) every value becomes a glyph whose shape
-carries sign and magnitude, and printed values take one line a row.
+8 x 8 or smaller print their values in cells as large as the room allows (a sweep's steps
+stay a picture, magnified by whole columns). Strips are built once per `set_data` and cached.
+Without colour (NO_COLOR) every value becomes a glyph whose shape carries sign and magnitude,
+and printed values take one line a row.
 
 A matrix larger than the widget is folded, never sampled: every drawn row (column) stands for
 `rfold` (`fold`) neighbouring rows (columns), so every value counts in the picture, and the
@@ -33,7 +34,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from .. import palette
-from .fitting import RULES, Fit, fit, fold, folds, span
+from .fitting import RULES, Fit, fit, fold, folds, row_ticks, span
 
 CURSOR = {True: Style(color="#ffffff", bold=True), False: Style(color="#000000", bold=True)}   # dark theme, light
 NOW = {True: Style(color="#ffaf00", bold=True), False: Style(color="#af5f00", bold=True)}   # dark theme, light
@@ -41,7 +42,8 @@ AXIS = Style(dim=True)     # axis names and tick labels: read, not looked at
 _PLAIN = Style()
 _REVERSE = Style(reverse=True)
 BLANK = -2                 # a cell drawn as background: the gap a sweep leaves after "now"
-TICK_EVERY = 4             # lines from one row tick to the next on a drawn map (not printed values)
+TICK_EVERY = 3             # fewest lines from one row tick to the next on a drawn map, on average,
+                           # where rows are under two lines tall (taller ones each get a tick)
 
 
 class Heatmap(Widget, can_focus=True):
@@ -194,9 +196,10 @@ class Heatmap(Widget, can_focus=True):
         return span(str(a), str(min(self.data.shape[1], a + f.fold) - 1))
 
     def _gutter_texts(self, f: Fit, beside: bool) -> list[str]:
-        """The row labels left of each map line: the first and last rows' and every
-        TICK_EVERY-th line's between (every row of printed values), with the rows' axis name
-        before the first (`beside`) and how they fold under it."""
+        """The row labels left of each map line: the first and last rows' and rows at an even
+        stride between, each on the line where it begins (fitting.row_ticks; every row of
+        printed values), with the rows' axis name before the first (`beside`) and how they
+        fold under it."""
         n = self._lines_for(f)
         texts = [""] * n
         if not self.row_axis or not n or not len(f.ys):
@@ -207,12 +210,10 @@ class Heatmap(Widget, can_focus=True):
                 texts[d * f.ch + mid] = self.row_label(d, f)
             first = mid
         else:
-            texts[0], texts[-1] = self.row_label(int(f.ys[0]), f), self.row_label(int(f.ys[-1]), f)
-            # every TICK_EVERY lines a tick between them (the rows of the line's upper pixel), so
-            # a lit row can be read off the map (expert 14), not counted down from the top
-            per = self._per()
-            for y in range(TICK_EVERY, n - 2, TICK_EVERY):
-                texts[y] = self.row_label(int(f.ys[y * per]), f)
+            # ticks between the first and last rows, so a lit row can be read off the map (expert
+            # 14), not counted down from the top; each where its row begins, at an even stride
+            for y, d in row_ticks(f.ys, self._per(), TICK_EVERY):
+                texts[y] = self.row_label(d, f)
             if n == 1:                            # one line holds every row: their range
                 a, b = int(f.ys[0]) * f.rfold, min(self.data.shape[0], (int(f.ys[-1]) + 1) * f.rfold) - 1
                 texts[0] = span(self.row_name(a), self.row_name(b))
@@ -220,7 +221,7 @@ class Heatmap(Widget, can_focus=True):
         if beside:
             texts[first] = f"↓ {self.row_axis} {texts[first]}"
             if f.rfold > 1:
-                if n >= 3:
+                if n >= 3 and not texts[1]:
                     texts[1] = f"({self.folded(f.rfold)})"
                 else:
                     texts[first] += f" ({self.folded(f.rfold)})"

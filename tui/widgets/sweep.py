@@ -9,7 +9,8 @@ column held a sweep ago are sent: rows that hold steady cost nothing (a scrollin
 every cell every step: 14 KB a step at 160 x 50). Jumps rebuild the buffer from the frames.
 
 A still picture (a slide: nothing moves on it, so a sweep's "now" mid-picture only puzzles) is
-drawn `ordered`: the steps oldest to newest, left to right, "now" the last column.
+drawn `ordered`: the steps oldest to newest, left to right, "now" the last column, and only
+the steps there are (`picture`).
 """
 from __future__ import annotations
 
@@ -48,6 +49,16 @@ class Sweep:
                 self.buf[:, j % span] = column(j)
         self.key, self.last = key, i
         return self.buf
+
+    def picture(self, i: int) -> tuple[np.ndarray, list[int]]:
+        """What a heatmap draws at step i, after `update`: the (channels, columns) picture and
+        its blank columns. A still picture of fewer steps than its span is only those steps (its
+        blank columns are all after them), so the map magnifies them to its frame: 6 steps
+        drawn one column each beside 85 blank ones were a sliver of a slide."""
+        blank = self.blank(i)
+        if self.ordered and blank:
+            return self.buf[:, :self.shown(i)], []
+        return self.buf, blank
 
     def column_of(self, i: int) -> int:
         span = self.buf.shape[1]

@@ -6,10 +6,10 @@ and puts row ticks between the ends. Read back from what is drawn, cell by cell.
 import numpy as np
 import pytest
 
-from tests.tui.helpers import SC, panel, run, settle
+from tests.tui.helpers import SC, panel, run, settle, slide
 from tui import palette
 from tui.app import LineageApp
-from tui.widgets.fitting import fit, fold
+from tui.widgets.fitting import fit, fold, row_ticks
 from tui.widgets.heatmap import Heatmap
 
 RNG = np.random.default_rng(2028)
@@ -62,6 +62,50 @@ def test_folded_rows_stretch_over_the_height_a_panel_has():
     assert fit(32, 40, 44, 13, whole=True).ys.tolist() == list(range(16))     # measuring: what it needs
     g = fit(32, 40, 44, 80, whole=True, fill=True)                          # a sweep's rows fill too
     assert g.rfold == 1 and len(g.ys) == 160 and set(np.bincount(g.ys).tolist()) == {5}
+
+
+def _begins(ys, y: int, d: int, per: int = 2) -> bool:
+    """Whether line y is where drawn row d begins: the first line whose upper pixel is d (or,
+    where no line's is, the line whose lower pixel is d's first)."""
+    uppers = [k for k in range(-(-len(ys) // per)) if ys[k * per] == d]
+    return y == (uppers[0] if uppers else int(np.searchsorted(ys, d)) // per)
+
+
+@pytest.mark.parametrize("rows, pixels", [(8, 48), (8, 36), (8, 34), (16, 26), (32, 52), (32, 32), (10, 26),
+                                          (32, 80), (16, 20)])
+@pytest.mark.parametrize("every", [3, 4])
+def test_row_ticks_fall_where_their_rows_begin_one_stride_apart(rows, pixels, every):
+    """A tick every 4 lines, whatever row the line began, labelled a stretched 8-row map
+    '0 1 2 4 5 6 7' and a 32-row one '0 4 9 14 19 24 31'. Now: the ends and one round stride
+    between, each tick on the line its row begins; rows two lines or taller each get one."""
+    ys = np.arange(pixels) * rows // pixels            # as fit spreads drawn rows over pixel rows
+    ticks = row_ticks(ys, 2, every)
+    named = [d for _, d in ticks]
+    assert named[0] == 0 and named[-1] == rows - 1 and ticks[0][0] == 0
+    stride = named[1] - named[0]
+    assert stride in (1, 2, 4, 5, 8)
+    # the last row ends the stride (one too close to it is left out)
+    assert all(b - a == stride for a, b in zip(named[:-2], named[1:-1])) and named[-1] - named[-2] < 2 * stride
+    assert all(_begins(ys, y, d) for y, d in ticks)
+    assert all(b[0] - a[0] >= 2 for a, b in zip(ticks, ticks[1:]))      # never two labels a line apart
+    if pixels / rows >= 4:                              # two lines a row or more: every row named
+        assert named == list(range(rows))
+
+
+def test_the_channel_decay_map_at_200x60_names_every_channel():
+    """fig6 at 200 x 60, step 6 (as `lineage snapshot` draws it): the decay map's 8 key
+    channels stretch over the panel's height, and its row labels read 0 1 2 4 5 6 7: no 3.
+    Every channel is named now, on the line where its row begins."""
+    async def go():
+        app = LineageApp(str(SC / "fig6_channel_decay.yaml"))
+        async with app.run_test(size=(200, 60)) as pilot:
+            await settle(pilot, app, 0)
+            await slide(pilot, app, 5)
+            hm = panel(app, "decay").query_one(Heatmap)
+            ticks = [(y, t.split()[-1]) for y, t in enumerate(hm._ticks) if t.strip()]
+            assert [t for _, t in ticks] == [str(c) for c in range(8)]
+            assert all(_begins(hm.fit.ys, y, int(t)) for y, t in ticks)
+    run(go())
 
 
 def _pixel_indices(hm: Heatmap, x: int) -> list[int]:

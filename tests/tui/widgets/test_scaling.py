@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.tui.helpers import SC, panel, run, settle
+from tests.tui.helpers import SC, panel, run, settle, slide
 from tui.app import LineageApp
 from tui.panels.base import Panel
 from tui.widgets.heatmap import Heatmap, fit
@@ -134,6 +134,46 @@ def test_sweep_leaves_a_gap_after_now():
     assert sw.blank(5) == list(range(6, 48))                     # not reached yet: blank
     sw.update("k", 100, lambda j: np.full(2, 1.0), width=52)
     assert sw.blank(100) == [(100 + d) % 48 for d in range(1, GAP + 1)]
+
+
+def test_a_still_sweep_of_few_steps_is_only_those_steps():
+    """A slide's sweep of its first 6 steps held 6 columns and 14 (at 160 columns, 85) blank
+    ones after them: the map drew them 1 column each, a sliver of its frame. A still picture
+    is only its steps; a live sweep and a full still one are as they were."""
+    def col(j):
+        return np.full(3, float(j))
+    sw = Sweep()
+    sw.update("k", 5, col, 24, ordered=True)
+    data, blank = sw.picture(5)
+    assert data.shape == (3, 6) and list(data[0]) == list(range(6)) and blank == []
+    assert sw.column_of(5) == 5 and sw.step_at(0) == 0 and sw.shown(5) == 6
+    sw.update("k", 5, col, 24)                                   # the app's sweep: its span, blank ahead
+    data, blank = sw.picture(5)
+    assert data.shape == (3, 20) and blank == list(range(6, 20))
+    sw.update("k", 100, col, 24, ordered=True)                   # a full still sweep: every column a step
+    data, blank = sw.picture(100)
+    assert data.shape == (3, 20) and blank == [] and data[0, -1] == 100
+
+
+def test_a_slide_of_a_few_steps_scales_its_sweep_to_the_frame():
+    """fig6's decay slide at step 6, 160 x 50: 8 channels by 6 steps drew 6 columns wide in a
+    panel of 158 (the rest blank). Now each step is drawn the same whole number of columns,
+    as many as fit the width or (square values: a pixel row a column) the height."""
+    async def go():
+        app = LineageApp(str(SC / "fig6_channel_decay.yaml"))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 0)
+            await slide(pilot, app, 5, "decay")
+            hm = panel(app, "decay").query_one(Heatmap)
+            f, (rows, cols) = hm.fit, hm.data.shape
+            assert (rows, cols) == (8, 6) and not hm.blank
+            widths = np.bincount(f.xs, minlength=cols)
+            zoom = int(widths[0])
+            assert zoom >= 4 and set(widths.tolist()) == {zoom} and f.zoom == zoom
+            pixels = 2 * (hm.size.height - hm._head - hm._foot())
+            assert (zoom + 1) * cols > hm.size.width - hm._gutter or (zoom + 1) * rows > pixels
+            assert len(f.ys) >= zoom * rows                      # rows at least as tall as a column is wide
+    run(go())
 
 
 def test_decay_map_draws_the_gap_blank():
