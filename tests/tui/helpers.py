@@ -1,11 +1,13 @@
-"""What the app's tests share: where the bundled scenarios are, waiting until a frame is shown,
-a slide of a step, the step counter, a panel of a kind, and the text of the screen as an SVG
-export shows it."""
+"""What the app's tests share: where the bundled scenarios are, the app opened at a step,
+waiting until a frame is shown, a slide of a step, the step counter, a panel of a kind, and
+the text of the screen as an SVG export shows it."""
 import asyncio
 import re
+from contextlib import asynccontextmanager
 from html import unescape
 from pathlib import Path
 
+from tui.app import LineageApp
 from tui.headless import settle as settled
 from tui.panels.base import Panel
 from tui.widgets.timeline import Timeline
@@ -31,6 +33,20 @@ async def settle(pilot, app, index=None, timeout=60.0):
         await asyncio.wait_for(until_shown(), timeout)
     except asyncio.TimeoutError:
         raise AssertionError(f"no frame (index {app.index}, wanted {index})") from None
+
+
+@asynccontextmanager
+async def opened(source, size, index=0):
+    """The app on `source` (a bundled scenario's name, or the path of a file) in a terminal of
+    `size`, its first frame shown, then (where given) 0-based step `index`: what most app tests
+    start with. `async with opened("tour", (160, 50), 120) as (pilot, app): ...`"""
+    app = LineageApp(str(SC / f"{source}.yaml") if isinstance(source, str) else str(source))
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot, app, 0)
+        if index:
+            app.request(index)
+            await settle(pilot, app, index)
+        yield pilot, app
 
 
 async def slide(pilot, app, index, kind=None):

@@ -13,13 +13,12 @@ from rich.style import Style
 
 from lineage.playback.session import Replay, Session, open_path
 from lineage.scenario import load, loads
-from tui.app import LineageApp
 from tui.panels import PANELS, render
 from tui.panels.attention import AttentionPanel, AttentionPanelView, label, lines, prepare
 from tui.panels.base import Absent
 from tui.widgets.text_box import TextBox
 
-from tests.tui.helpers import ROOT, SC, settle
+from tests.tui.helpers import ROOT, SC, opened, settle
 
 RECALL = SC / "attention_recall.yaml"
 # one softmax and one MLA layer, with text whose tokens need signs (space, newline)
@@ -156,11 +155,7 @@ def test_the_drawn_panel_agrees_with_the_frames_and_the_text_form(size):
     from tui import palette
 
     async def go():
-        app = LineageApp(str(RECALL))
-        async with app.run_test(size=size) as pilot:
-            await settle(pilot, app, 0)
-            app.request(32)
-            await settle(pilot, app, 32)
+        async with opened(RECALL, size, 32) as (pilot, app):
             panel, view, text = _drawn(app)
             assert isinstance(view, AttentionPanelView) and view.step == 32
             plain = text.plain
@@ -187,11 +182,7 @@ def test_the_drawn_panel_without_colour_is_the_text_form(monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
 
     async def go():
-        app = LineageApp(str(RECALL))
-        async with app.run_test(size=(80, 24)) as pilot:
-            await settle(pilot, app, 0)
-            app.request(40)
-            await settle(pilot, app, 40)
+        async with opened(RECALL, (80, 24), 40) as (pilot, app):
             panel, view, text = _drawn(app)
             plain = text.plain
             assert plain.split("\n") == panel.text_form(app.cursor, 40, panel.room.options, panel.room.width)
@@ -204,9 +195,7 @@ def test_the_fold_notice_is_on_the_drawn_panel():
     """The tour's MLA layer at step 300 at 80 columns: too many positions; the panel says how many
     are off screen and what they hold."""
     async def go():
-        app = LineageApp(str(SC / "tour.yaml"))
-        async with app.run_test(size=(80, 24)) as pilot:
-            await settle(pilot, app, 0)
+        async with opened("tour", (80, 24)) as (pilot, app):
             panel = AttentionPanel({"kind": "attention"})
             await app.screen.query_one("#panels").mount(panel)
             app.request(299)
@@ -225,11 +214,7 @@ def test_the_fold_notice_is_on_the_drawn_panel():
 
 def test_pickers_change_layer_and_head():
     async def go():
-        app = LineageApp(str(RECALL))
-        async with app.run_test(size=(160, 50)) as pilot:
-            await settle(pilot, app, 0)
-            app.request(32)
-            await settle(pilot, app, 32)
+        async with opened(RECALL, (160, 50), 32) as (pilot, app):
             panel = next(p for p in app.query(AttentionPanel))
             panel.focus()
             await pilot.press("full_stop", "right_square_bracket")
@@ -262,11 +247,7 @@ def test_replay_of_a_trace_draws_the_same_panel_without_torch(tmp_path):
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
     async def go():
-        app = LineageApp(str(tmp_path / "r.trace"))
-        async with app.run_test(size=(100, 40)) as pilot:
-            await settle(pilot, app, 0)
-            app.request(32)
-            await settle(pilot, app, 32)
+        async with opened(tmp_path / "r.trace", (100, 40), 32) as (pilot, app):
             _, view, text = _drawn(app)
             _check_against_frames(app.cursor, 32, view, text.plain)
             assert "'⇤'@12 1.00" in text.plain

@@ -1,6 +1,5 @@
 """The tokens panel: its guesses' labels and the toy memory's one-line readouts."""
-from tests.tui.helpers import SC, panel, run, settle
-from tui.app import LineageApp
+from tests.tui.helpers import opened, panel, run
 
 
 def test_guesses_show_a_newline_as_a_sign_not_an_escape():
@@ -18,11 +17,7 @@ def test_guesses_show_a_newline_as_a_sign_not_an_escape():
 
 def test_toy_memory_readouts_are_one_line_each():
     async def go():
-        app = LineageApp(str(SC / "recall.yaml"))
-        async with app.run_test(size=(160, 50)) as pilot:
-            await settle(pilot, app, 0)
-            app.request(23)
-            await settle(pilot, app, 23)
+        async with opened("recall", (160, 50), 23) as (pilot, app):
             body = panel(app, "tokens").query_one("#body").render().plain.splitlines()
             cells = [ln for ln in body if "strongest" in ln]
             assert len(cells) == 2 and all(ln.count("█") == 16 for ln in cells)

@@ -6,9 +6,8 @@ and puts row ticks between the ends. Read back from what is drawn, cell by cell.
 import numpy as np
 import pytest
 
-from tests.tui.helpers import SC, panel, run, settle, slide
+from tests.tui.helpers import opened, panel, run, settle, slide
 from tui import palette
-from tui.app import LineageApp
 from tui.widgets.fitting import fit, fold, row_ticks
 from tui.widgets.heatmap import Heatmap
 
@@ -97,9 +96,7 @@ def test_the_channel_decay_map_at_200x60_names_every_channel():
     channels stretch over the panel's height, and its row labels read 0 1 2 4 5 6 7: no 3.
     Every channel is named now, on the line where its row begins."""
     async def go():
-        app = LineageApp(str(SC / "fig6_channel_decay.yaml"))
-        async with app.run_test(size=(200, 60)) as pilot:
-            await settle(pilot, app, 0)
+        async with opened("fig6_channel_decay", (200, 60)) as (pilot, app):
             await slide(pilot, app, 5)
             hm = panel(app, "decay").query_one(Heatmap)
             ticks = [(y, t.split()[-1]) for y, t in enumerate(hm._ticks) if t.strip()]
@@ -141,9 +138,7 @@ def test_routing_at_160x50_lights_every_expert_the_text_names():
     with an idle neighbour fell to the dark step). Each chosen expert's row is lit at its
     weight's colour step, no other row is, and the map says how it folds."""
     async def go():
-        app = LineageApp(str(SC / "tour.yaml"))
-        async with app.run_test(size=(160, 50)) as pilot:
-            await settle(pilot, app, 0)
+        async with opened("tour", (160, 50)) as (pilot, app):
             await drawn_at(pilot, app, 24)
             p = panel(app, "routing")
             hm, now = p.query_one(Heatmap), p.view.now
@@ -175,9 +170,7 @@ def test_a_32x32_state_without_colour_shows_each_blocks_largest_value(monkeypatc
     monkeypatch.setenv("NO_COLOR", "1")
 
     async def go():
-        app = LineageApp(str(SC / "tour.yaml"))
-        async with app.run_test(size=(160, 50)) as pilot:
-            await settle(pilot, app, 0)
+        async with opened("tour", (160, 50)) as (pilot, app):
             await drawn_at(pilot, app, 24)
             hm = panel(app, "state").query_one(Heatmap)
             f, data = hm.fit, hm.data
@@ -207,11 +200,7 @@ def test_a_maximised_decay_at_80x24_folds_by_the_min_and_fills_its_height():
     """The decay panel maximised at 80 x 24: 32 key channels, fewer pixel rows. A channel that
     clears stays dark in its folded row; the rows fill the panel's height."""
     async def go():
-        app = LineageApp(str(SC / "tour.yaml"))
-        async with app.run_test(size=(80, 24)) as pilot:
-            await settle(pilot, app, 0)
-            app.request(24)
-            await settle(pilot, app, 24)
+        async with opened("tour", (80, 24), 24) as (pilot, app):
             p = panel(app, "decay")
             app.screen.maximize(p)
             await pilot.pause(0.3)
@@ -244,9 +233,7 @@ def test_a_sweeps_title_counts_the_steps_its_map_shows():
     from tui.widgets.heatmap import BLANK
 
     async def go():
-        app = LineageApp(str(SC / "tour.yaml"))
-        async with app.run_test(size=(160, 50)) as pilot:
-            await settle(pilot, app, 0)
+        async with opened("tour", (160, 50)) as (pilot, app):
             await drawn_at(pilot, app, 299)
             p = panel(app, "decay")
             hm = p.query_one(Heatmap)
@@ -277,9 +264,7 @@ def test_the_now_caret_and_its_step_stay_whole_at_the_right_edge():
     """At step 300 the routing map's now column is near its right end: the caret's text ran
     past the panel ('▲ now,'). It goes before the caret where there is no room after it."""
     async def go():
-        app = LineageApp(str(SC / "tour.yaml"))
-        async with app.run_test(size=(160, 50)) as pilot:
-            await settle(pilot, app, 0)
+        async with opened("tour", (160, 50)) as (pilot, app):
             for step in (299, 24):
                 await drawn_at(pilot, app, step)
                 for kind in ("routing", "decay"):

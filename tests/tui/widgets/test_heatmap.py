@@ -5,9 +5,8 @@ import numpy as np
 import pytest
 from textual.app import App
 
-from tests.tui.helpers import SC, panel, run, settle
+from tests.tui.helpers import opened, panel, run
 from tui import palette
-from tui.app import LineageApp
 from tui.widgets.fitting import fold
 from tui.widgets.heatmap import Heatmap
 
@@ -120,11 +119,7 @@ def test_routing_of_32_experts_in_the_grid_shows_every_expert():
     """The tour's k3-mini has 32 experts; at 160 x 50 its routing panel has room for 16 pixel
     rows. It drew 16 of the experts; now each drawn row holds two, and says so."""
     async def go():
-        app = LineageApp(str(SC / "tour.yaml"))
-        async with app.run_test(size=(160, 50)) as pilot:
-            await settle(pilot, app, 0)
-            app.request(12)
-            await settle(pilot, app, 12)
+        async with opened("tour", (160, 50), 12) as (pilot, app):
             hm = panel(app, "routing").query_one(Heatmap)
             f = hm.fit
             assert hm.data.shape[0] == 32 and sorted(set(f.ys.tolist())) == list(range(-(-32 // f.rfold)))

@@ -6,8 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.tui.helpers import SC, panel, run, settle, slide
-from tui.app import LineageApp
+from tests.tui.helpers import opened, panel, run, slide
 from tui.panels.base import Panel
 from tui.widgets.heatmap import Heatmap, fit
 from tui.widgets.sweep import GAP, Sweep
@@ -35,9 +34,7 @@ def test_fit_zooms_prints_and_folds():
 
 def test_heatmap_grows_when_maximised():
     async def go():
-        app = LineageApp(str(SC / "tour.yaml"))
-        async with app.run_test(size=(160, 50)) as pilot:
-            await settle(pilot, app, 0)
+        async with opened("tour", (160, 50)) as (pilot, app):
             state = panel(app, "state")
             hm = state.query_one(Heatmap)
             before = (hm.fit.zoom, app.screen.get_widget_at(0, 0))
@@ -57,9 +54,7 @@ def test_figure_plot_grows_when_maximised():
         return sum(1 for ln in str(fig.query_one("#body").shown).splitlines() if "\u2502" in ln[:7])
 
     async def go():
-        app = LineageApp(str(SC / "fig4_chunk_dial.yaml"))
-        async with app.run_test(size=(160, 50)) as pilot:
-            await settle(pilot, app, 0)
+        async with opened("fig4_chunk_dial", (160, 50)) as (pilot, app):
             fig = panel(app, "figure")
             before = plot_rows(fig)
             fig.focus()
@@ -89,9 +84,7 @@ def _drawn(hm: Heatmap) -> tuple[int, int, int]:
 
 def test_heatmap_uses_a_larger_terminal_and_is_centred():
     async def size_at(cols: int, rows: int, maximise: bool = False):
-        app = LineageApp(str(SC / "tour.yaml"))
-        async with app.run_test(size=(cols, rows)) as pilot:
-            await settle(pilot, app, 0)
+        async with opened("tour", (cols, rows)) as (pilot, app):
             state = panel(app, "state")
             hm = state.query_one(Heatmap)
             if maximise:
@@ -115,11 +108,7 @@ def test_heatmap_uses_a_larger_terminal_and_is_centred():
 
 def test_small_matrices_print_their_values():
     async def go():
-        app = LineageApp(str(SC / "fig3_two_facts.yaml"))
-        async with app.run_test(size=(160, 50)) as pilot:
-            await settle(pilot, app, 0)
-            app.request(1)
-            await settle(pilot, app, 1)
+        async with opened("fig3_two_facts", (160, 50), 1) as (pilot, app):
             hm = panel(app, "state").query_one(Heatmap)
             assert hm.fit.text
             drawn = "".join(hm.render_line(y).text for y in range(hm.size.height))
@@ -160,9 +149,7 @@ def test_a_slide_of_a_few_steps_scales_its_sweep_to_the_frame():
     panel of 158 (the rest blank). Now each step is drawn the same whole number of columns,
     as many as fit the width or (square values: a pixel row a column) the height."""
     async def go():
-        app = LineageApp(str(SC / "fig6_channel_decay.yaml"))
-        async with app.run_test(size=(160, 50)) as pilot:
-            await settle(pilot, app, 0)
+        async with opened("fig6_channel_decay", (160, 50)) as (pilot, app):
             await slide(pilot, app, 5, "decay")
             hm = panel(app, "decay").query_one(Heatmap)
             f, (rows, cols) = hm.fit, hm.data.shape
@@ -178,11 +165,7 @@ def test_a_slide_of_a_few_steps_scales_its_sweep_to_the_frame():
 
 def test_decay_map_draws_the_gap_blank():
     async def go():
-        app = LineageApp(str(SC / "tour.yaml"))
-        async with app.run_test(size=(160, 50)) as pilot:
-            await settle(pilot, app, 0)
-            app.request(120)
-            await settle(pilot, app, 120)
+        async with opened("tour", (160, 50), 120) as (pilot, app):
             hm = panel(app, "decay").query_one(Heatmap)
             now = 120 % hm.data.shape[1]
             ox, oy = hm._offset()                               # the picture is centred
@@ -196,11 +179,7 @@ def test_small_matrices_without_colour_take_one_line_a_row(monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
 
     async def go():
-        app = LineageApp(str(SC / "fig3_two_facts.yaml"))
-        async with app.run_test(size=(80, 24)) as pilot:
-            await settle(pilot, app, 0)
-            app.request(1)
-            await settle(pilot, app, 1)
+        async with opened("fig3_two_facts", (80, 24), 1) as (pilot, app):
             hm = panel(app, "state").query_one(Heatmap)
             oy = hm._offset()[1]                                 # the map's lines, not its axis line
             lines = [hm.render_line(oy + y).text for y in range(hm._map_lines())]
@@ -214,9 +193,7 @@ def test_small_matrices_without_colour_take_one_line_a_row(monkeypatch):
 
 def test_hiding_panels_gives_the_heatmap_their_room():
     async def go():
-        app = LineageApp(str(SC / "tour.yaml"))
-        async with app.run_test(size=(160, 50)) as pilot:
-            await settle(pilot, app, 0)
+        async with opened("tour", (160, 50)) as (pilot, app):
             hm = panel(app, "state").query_one(Heatmap)
             before = hm.size
             for kind in ("tokens", "decay", "routing", "depth", "cache"):
@@ -228,11 +205,7 @@ def test_hiding_panels_gives_the_heatmap_their_room():
 
 def test_t_does_not_reflow_the_panels_below(monkeypatch):
     async def go():
-        app = LineageApp(str(SC / "tour.yaml"))
-        async with app.run_test(size=(80, 24)) as pilot:              # natural heights: the grid scrolls
-            await settle(pilot, app, 0)
-            app.request(2)
-            await settle(pilot, app, 2)
+        async with opened("tour", (80, 24), 2) as (pilot, app):              # natural heights: the grid scrolls
             state = panel(app, "state")
             below = [p for p in app.query(Panel) if p.region.y > state.region.y]
             before = (state.outer_size, [p.region for p in below])
@@ -248,9 +221,7 @@ def test_rows_that_fit_share_the_screen_from_the_first_frame():
     """lineage_compare's seven panels make three rows; at 160 x 50 they fit once the caption bar
     has its height, which it has only after the first layout: the grid must not open scrolling."""
     async def go():
-        app = LineageApp(str(SC / "lineage_compare.yaml"))
-        async with app.run_test(size=(160, 50)) as pilot:
-            await settle(pilot, app, 0)
+        async with opened("lineage_compare", (160, 50)) as (pilot, app):
             grid = app.screen.query_one("#panels")
             # the refit follows the caption bar's message; under load it may land a few frames
             # after the first one (without the refit the grid stays scrolling until a resize)
