@@ -157,9 +157,14 @@ def main() -> int:
     ids_d = ids.to(dev)
     # -- agreement at bf16 over the prefill (sanity; the fp32 proof is the test suite) ---------
     with torch.inference_mode():
-        a = ref(ids_d[:, :args.prefill]).logits.float()
+        # the last 64 positions only: at a 32K prefill all logits in fp32 are 20 GiB (an OOM on
+        # an H200 holding both models); the last rows have read the whole prefill, so they say most
+        keep = min(64, args.prefill)
+        a = ref(ids_d[:, :args.prefill], logits_to_keep=keep).logits.float()
         b, _ = ours(ids_d[:, :args.prefill])
-        report(out, prefill_logits_rel_err_bf16=float((a - b.float()).norm() / a.norm()))
+        b = b[:, -keep:].float()
+        report(out, prefill_logits_rel_err_bf16=float((a - b).norm() / a.norm()))
+        del a, b
 
     del ours
     if dev.type == "cuda":
