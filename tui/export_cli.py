@@ -9,7 +9,7 @@ from pathlib import Path
 
 from lineage.files import name_max, output_problem, write_new
 
-from .opening import checkpoint_options, err, first_line, guarded, open_file, resolve
+from .opening import BUGS, checkpoint_options, err, first_line, guarded, open_file, resolve
 
 
 def add_commands(sub) -> None:
@@ -76,6 +76,8 @@ def _record(args) -> int:
                     f"(lineage run {out} --salvage)")
     except Exception as e:  # noqa: BLE001  the model failed at a step: one line, and no stale .partial left
         _close_quietly(cur)
+        if isinstance(e, BUGS):              # ours, not the scenario's: its traceback, exit 1
+            raise
         reason = first_line(e)
         return err(f"{args.scenario}: step {writer.frames + 1}: {reason}; the {writer.frames} frames before it "
                     f"are in {out}")
@@ -181,6 +183,8 @@ def _snapshot_of(cur, args, out: Path) -> int:
         cur.frame(args.step - 1, progress=_progress(args.source))
     except TraceError:
         raise
+    except BUGS:                 # ours, not the file's: its traceback, exit 1
+        raise
     except Exception as e:  # noqa: BLE001
         return err(f"{args.source}: step {args.step}: {first_line(e)}")
     if out.suffix in (".svg", ".png"):
@@ -253,6 +257,8 @@ def _slides(args) -> int:
             cur.frame(i)
     except Exception as e:  # noqa: BLE001  a failing model or a corrupt frame: one line
         cur.close()
+        if isinstance(e, BUGS):              # ours, not the file's: its traceback, exit 1
+            raise
         return err(f"{args.source}: {first_line(e)}")
     try:
         out.mkdir(parents=True, exist_ok=True)

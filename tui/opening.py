@@ -39,6 +39,12 @@ def as_given(text: str) -> str:
 
 
 
+# what only a programming error raises (bad data is a FrameProblem or a TraceError, a file an
+# OSError, a model that runs out of memory a RuntimeError): the app names the line of ours that
+# raised one (screens/main._where), the command line lets it through with its traceback
+BUGS = (TypeError, AttributeError, IndexError, KeyError, NameError, AssertionError, ZeroDivisionError)
+
+
 def first_line(e: Exception) -> str:
     """An error as one line: its message's first line, or its type when it has none."""
     return str(e).splitlines()[0] if str(e) else type(e).__name__

@@ -101,14 +101,30 @@ def test_a_model_error_mid_record_is_one_line_and_frees_the_output(tmp_path, cap
 
     def make(self, i):
         if i == 3:
-            raise ZeroDivisionError("integer modulo by zero")
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
         return real(self, i)
     monkeypatch.setattr(Session, "_make", make)
     assert main(["record", RECALL, "-o", str(out), "--steps", "10"]) == 2
-    _one_line(capsys, "step 4", "integer modulo by zero")
+    _one_line(capsys, "step 4", "CUDA error: an illegal memory access was encountered")
     assert len(TraceReader(out)) == 3 and not (tmp_path / "r.trace.partial").exists()
     monkeypatch.setattr(Session, "_make", real)
     assert main(["record", RECALL, "-o", str(out), "--steps", "2", "--force"]) == 0     # not locked out
+
+
+@pytest.mark.parametrize("command", ["record", "snapshot", "slides"])
+def test_a_bug_in_a_step_is_raised_not_told_as_the_files_fault(tmp_path, monkeypatch, command):
+    """A NameError in our step (graph_step's missing import, once, on a GPU) read as
+    "scenario: step 1: name 'StepObs' is not defined", exit 2: a user blames the file. It goes
+    out with its traceback, and a recording still leaves no .partial behind."""
+    def make(self, i):
+        raise NameError("name 'StepObs' is not defined")
+    monkeypatch.setattr(Session, "_make", make)
+    argv = {"record": ["record", RECALL, "-o", str(tmp_path / "r.trace")],
+            "snapshot": ["snapshot", RECALL, "--step", "1", "-o", str(tmp_path / "x.txt")],
+            "slides": ["slides", RECALL, "-o", str(tmp_path / "deck")]}[command]
+    with pytest.raises(NameError, match="StepObs"):
+        main(argv)
+    assert not (tmp_path / "r.trace.partial").exists()
 
 
 def test_snapshot_of_a_step_the_model_fails_is_one_line(tmp_path, capsys, monkeypatch):

@@ -26,6 +26,7 @@ from textual.worker import get_current_worker
 from lineage.playback.session import caption_at
 
 from .. import served
+from ..opening import BUGS
 from ..loader import Unopened, open_for_app
 from ..panels import default_panels, docked, make_panel
 from ..panels.base import Panel
@@ -508,11 +509,6 @@ def _notes(cursor) -> list[str]:
     if session is not None:
         notes += [n for n in session.info.get("notes", []) if n not in notes]
     return notes
-
-
-# what only a programming error raises (bad data is a FrameProblem, a file an OSError, a model
-# that runs out of memory a RuntimeError): these name the line of ours that raised them
-BUGS = (TypeError, AttributeError, IndexError, KeyError, NameError, AssertionError, ZeroDivisionError)
 
 
 def _where(error: Exception) -> list[str]:
