@@ -58,10 +58,13 @@ class Mamba2(nn.Module):
         w = torch.promote_types(x.dtype, torch.float32)       # a bf16 step size rounds the decay the scan sums
         return F.softplus(self.dt_proj(x).to(w) + self.dt_bias.to(w))           # (B, T, H) > 0
 
-    def _decay(self, x: Tensor) -> Tensor:
-        """The log decay g = dt A <= 0 (A = -exp(A_log)), one per head: (B, T, H). Retention is exp(g)."""
-        dt = self._dt(x)
+    def _g(self, dt: Tensor) -> Tensor:
+        """The log decay g = dt A <= 0 (A = -exp(A_log)) of step sizes dt: (B, T, H). Retention is exp(g)."""
         return -self.A_log.to(dt.dtype).exp() * dt
+
+    def _decay(self, x: Tensor) -> Tensor:
+        """g from the layer input, for what asks for a mixer's decay (eval's probe, has_decay)."""
+        return self._g(self._dt(x))
 
     def _inputs(self, x: Tensor, conv_cache: Tensor | None):
         """x (B, T, d) -> z (B, T, H*P); xs (B, T, H, P); B, C (B, T, G, N); the new conv cache."""
@@ -84,7 +87,8 @@ class Mamba2(nn.Module):
         # the scan and the gated norm in at least float32, as published: in bf16 the state's sums
         # over a chunk and the norm's mean lose what a 64-layer model adds up
         w = torch.promote_types(x.dtype, torch.float32)
-        y, S = ops.ssd(xs.to(w), self._dt(x).to(w), self._decay(x).to(w), Bm.to(w), Cm.to(w), D=self.D.to(w),
+        dt = self._dt(x).to(w)                                # once: g is made from it
+        y, S = ops.ssd(xs.to(w), dt, self._g(dt), Bm.to(w), Cm.to(w), D=self.D.to(w),
                        initial_state=None if state is None else state.S.to(w), chunk_size=self.cfg.chunk_size)
         return self._output(y, z), DeltaState(S, conv)      # DeltaState: the same S and conv cache
 
@@ -97,7 +101,7 @@ class Mamba2(nn.Module):
         xs = xs[:, 0].to(w)                                                     # (B, H, P)
         k, q = (t[:, 0].repeat_interleave(cfg.n_heads // cfg.n_groups, dim=1).to(w) for t in (Bm, Cm))   # (B, H, N)
         dt = self._dt(x)[:, 0].to(w)                                            # (B, H)
-        alpha = self._decay(x)[:, 0].to(w).exp()                                # (B, H): retention
+        alpha = self._g(dt).exp()                                               # (B, H): retention
         Bsz, H, N = k.shape
         S = xs.new_zeros(Bsz, H, N, cfg.head_dim) if state is None else state.S.to(w)
         S = alpha[..., None, None] * S                                          # fade the whole state
