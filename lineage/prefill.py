@@ -47,27 +47,74 @@ def prefill(model, ids: Tensor, state=None, chunk: int | None = None,
     return logits[:, -1], state
 
 
+# mask entries per block where the queries attend in blocks (lineage.mechanisms.causal.BLOCK_ELEMENTS,
+# a test holds the two equal): torch-free here, as `validate` budgets with this module
+MASK_BLOCK = 1 << 24
+# what the CPU allocator keeps beyond the live tensors: glibc raises its mmap threshold to the size
+# of a freed block (up to 32 MB), so a chunk's freed intermediates stay resident as heap the next
+# one reuses. Measured: peak RSS growth 1.3-1.5x the live peak, and 15% apart run to run (k3-mini
+# at 4,096 tokens: 147 and 168 MB, 112 MB with MALLOC_MMAP_THRESHOLD_ pinned; tiny-hybrid at
+# 16,384: 198 MB, 136 MB pinned)
+CPU_HEAP = 1.6
+# a process's first prefill initialises torch's CPU kernels: 7-12 MB of RSS at 64 tokens
+CPU_FIRST = 12 << 20
+
+
 def activation_bytes(cfg, tokens: int, dtype_bytes: int, device="cpu") -> int:
     """An upper estimate of the transient memory a prefill of `tokens` tokens (in chunks) needs
-    beyond the weights and what the model keeps: a few of a layer's widest intermediates at the
-    chunk's rows, plus, for a softmax or MLA layer, its keys and values of the whole prefix
-    expanded per head while a chunk attends to them. `device`: where it runs (its chunk_for)."""
+    beyond the weights and what the model keeps: a layer's live intermediates at the chunk's rows,
+    the short convs' inputs their caches hold, and for a softmax or MLA layer its keys and values
+    of the whole prefix expanded per head while a chunk attends to them. `device`: where it runs
+    (its chunk_for). On the CPU, with what the model keeps, it was 1.04-1.5x the highest peak RSS
+    growth of three runs of prefills of k3-mini-like models and a Kimi Linear config, which vary
+    by up to 30% run to run (bench_prefill --check-estimate, BENCHMARKS.md)."""
     rows, d = min(tokens, chunk_for(device)), cfg.d_model
-    width = 3 * d
-    expanded = 0
+    cuda = str(device).startswith("cuda")
+    width = 4 * 3 * d               # the stream, its norm, a sublayer's output and the sum, per row
+    expanded = pinned = routed = mask = 0
+    attends = False
     for i in range(cfg.n_layers):
         c = cfg.layer_mixer_config(i)
-        width = max(width, c.params() // d)              # a mixer's projections: about params / d wide
+        # a mixer's projections are about params / d wide, and its chunked form keeps several
+        # tensors of that order per row (a KDA chunk's q, k, v, decays and C x C blocks): six of
+        # them cover k3-mini's KDA (71 MB live at 4,096 rows, 721 wide)
+        width = max(width, 6 * (c.params() // d))
         if cfg.mixers[i] == "softmax":
             expanded = max(expanded, 2 * c.n_heads * c.dim * tokens * dtype_bytes)
-        elif cfg.mixers[i] == "mla":                      # keys, and values padded to the keys' width
-            expanded = max(expanded, 2 * c.n_heads * (c.qk_nope_head_dim + c.qk_rope_head_dim) * tokens * dtype_bytes)
-    if str(device).startswith("cuda"):      # the prefix's keys and values copied once more for cuDNN (causal.py)
+            attends = True
+        elif cfg.mixers[i] == "mla":
+            # the latent's up-projection (keys' nope part and values), then the keys with their rope
+            # part and the values padded to the keys' width, for the whole prefix at each chunk
+            qk, v = c.qk_nope_head_dim + c.qk_rope_head_dim, c.v_head_dim
+            expanded = max(expanded, c.n_heads * (c.qk_nope_head_dim + v + 2 * qk) * tokens * dtype_bytes)
+            attends = True
+        # a short conv's cache is a view of its chunk's input (the last size - 1 rows of the
+        # concatenation), so each conv layer keeps a chunk of its channels alive until its next one
+        size = getattr(c, "conv_size", 0) or 0
+        if size:
+            channels = getattr(c, "conv_channels", None) or (c.n_heads + 2 * c.kv_heads) * c.dim
+            pinned += channels * (rows + size - 1) * dtype_bytes
+    if cuda:      # the prefix's keys and values copied once more for cuDNN (causal.py)
         expanded *= 2
+    elif attends and tokens > rows:
+        # a chunk continuing a cache attends in blocks of queries (causal.py: no fused CPU kernel
+        # takes a bottom-right mask) with a boolean mask of up to MASK_BLOCK entries (or 16 rows of
+        # the prefix), which SDPA turns into a float mask of the queries' dtype: 80 MB in float32
+        mask = min(rows * tokens, max(MASK_BLOCK, 16 * tokens)) * (1 + dtype_bytes)
     for kind in set(cfg.ffns) - {"none"}:
         f = cfg.ffn_config(kind)
-        if kind == "moe":       # each token's k experts' rows, then the shared experts'
-            width = max(width, 2 * f.top_k * f.expert_dim + 2 * (f.shared_dim or f.expert_dim) * f.n_shared)
+        if kind == "moe":
+            width = max(width, 4 * (f.shared_dim or f.expert_dim) * f.n_shared)     # shared experts: gate | up, twice
+            # every token's k rows live at once: gathered at the experts' input width, their gate
+            # and up halves and its product, the outputs, and the outputs gathered to be combined
+            e = f.latent_dim or d
+            routed = rows * f.top_k * (3 * e + 3 * f.expert_dim) * dtype_bytes
         else:
-            width = max(width, 2 * f.d_ff)
-    return 4 * rows * width * dtype_bytes + expanded + cfg.vocab_size * 4
+            width = max(width, 4 * f.d_ff)                # gate | up (or hidden), and the activation's output
+    if cuda:
+        return max(rows * width * dtype_bytes, routed) + expanded + pinned + cfg.vocab_size * 4
+    # the CPU's allocator keeps a share of what a chunk freed (CPU_HEAP), but not of the prefix's
+    # keys and values: past glibc's largest mmap threshold (32 MB) once long, they are mapped and
+    # unmapped whole
+    return int((max(rows * width * dtype_bytes, routed) + pinned + mask) * CPU_HEAP) + expanded + \
+        cfg.vocab_size * 4 + CPU_FIRST

@@ -4,12 +4,14 @@ Also how many frames a scenario yields (it depends on the input and the decoding
 from __future__ import annotations
 
 import math
+import os
+import sys
 from pathlib import Path
 
 from ..arithmetic import DTYPE_BYTES, count, model_memory
 from ..did_you_mean import did_you_mean
 from ..figures import figure_steps
-from ..prefill import activation_bytes
+from ..prefill import activation_bytes, chunk_for
 from ..presets import PRESETS
 from .build import build_config, pretrained_dir
 from .panels import LAYER_PANELS, MEMORY_PANELS, NEEDS, mixer_kinds, panel_layers
@@ -33,12 +35,33 @@ def resident_bytes(cfgs: list, dtype: str, steps: int) -> int:
     return total
 
 
-def prefill_bytes(cfgs: list, dtype: str, tokens: int) -> int:
-    """The transient peak of reading `tokens` tokens at once (lineage.prefill.activation_bytes):
+def prefill_bytes(cfgs: list, dtype: str, tokens: int, device: str = "cpu") -> int:
+    """The transient peak of reading `tokens` tokens at once on `device` (lineage.prefill.activation_bytes):
     the models prefill one after another, so the widest one's, not the sum. Zero without a prefill."""
     if tokens <= 0:
         return 0
-    return max(activation_bytes(cfg, tokens, DTYPE_BYTES[dtype]) for cfg in cfgs)
+    return max(activation_bytes(cfg, tokens, DTYPE_BYTES[dtype], device) for cfg in cfgs)
+
+
+def run_device(want: str) -> str:
+    """"cuda" or "cpu": where a run puts a scenario whose `device` is `want`, as the runner picks
+    it (lineage.playback.runners: "auto" is CUDA when torch sees a GPU, "cuda" without one falls
+    back to the CPU), asked without importing torch, as validate must stay torch-free: torch answers
+    where it is already imported, else the NVIDIA driver's list of GPUs, less those
+    CUDA_VISIBLE_DEVICES hides. A CPU-only torch on a GPU machine is taken for CUDA: its budget is
+    the larger (16K-token chunks, the prefix copied for cuDNN), so the error is on the safe side."""
+    if want == "cpu":
+        return "cpu"
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "0").strip() in ("", "-1"):
+        return "cpu"
+    try:
+        with os.scandir("/proc/driver/nvidia/gpus") as gpus:
+            return "cuda" if any(True for _ in gpus) else "cpu"
+    except OSError:                 # no NVIDIA driver
+        return "cpu"
 
 
 def _check_budget(sc: Scenario, toys: list, loc: Located, problems: list, base_dir: Path | None) -> None:
@@ -47,15 +70,17 @@ def _check_budget(sc: Scenario, toys: list, loc: Located, problems: list, base_d
     Without the prefill's share, a k3-mini scenario with prefill: 99800 validated."""
     prefill = sc.decoding.prefill
     kept = resident_bytes(toys, sc.dtype, (total_steps(sc, base_dir) or 0) + prefill)
-    act = prefill_bytes(toys, sc.dtype, prefill)
+    device = run_device(sc.device)      # a GPU's wider chunks need more than the CPU's
+    act = prefill_bytes(toys, sc.dtype, prefill, device)
     if kept + act <= MAX_SCENARIO_BYTES:
         return
     limit = f"limit {MAX_SCENARIO_BYTES / 2**30:.1f} GiB"
     if kept <= MAX_SCENARIO_BYTES:      # the prefill is what tips it over: say so where it is set
+        where = f"on {'CUDA' if device == 'cuda' else 'the CPU'} ({chunk_for(device):,}-token chunks; device: {sc.device})"
         problems.append(loc.problem(("decoding", "prefill"),
-                                    f"reading {prefill:,} tokens at once needs {act / 2**30:.2f} GiB of activations "
-                                    f"on top of {kept / 2**30:.2f} GiB of weights, state and cache ({limit}): "
-                                    "a smaller prefill, or fewer or smaller models"))
+                                    f"reading {prefill:,} tokens at once {where} needs {act / 2**30:.2f} GiB of "
+                                    f"activations on top of {kept / 2**30:.2f} GiB of weights, state and cache "
+                                    f"({limit}): a smaller prefill, or fewer or smaller models"))
         return
     problems.append(loc.problem(("models",) if sc.models is not None else ("model",),   # 8 gpt2-small reached 4 GB
                                 f"the scenario's models would hold {kept / 2**30:.1f} GiB of weights, state "

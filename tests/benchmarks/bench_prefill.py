@@ -10,8 +10,14 @@ out of memory at a length says so and is not tried longer.
     python -m tests.benchmarks.bench_prefill                           # H200: 1K, 8K, 32K, 128K
     python -m tests.benchmarks.bench_prefill --lengths 1024,8192 --profile
     python -m tests.benchmarks.bench_prefill --smoke                   # CPU, a tiny width: the script runs
+    python -m tests.benchmarks.bench_prefill --check-estimate          # CPU: activation_bytes vs peak RSS
 
-Writes one JSON line per measurement (a run cut short still reports what it reached)."""
+Writes one JSON line per measurement (a run cut short still reports what it reached).
+
+`--check-estimate` is the budget's side: the memory `validate` counts for a prefill (the models'
+cache and state, `arithmetic.model_memory`, plus its transient `prefill.activation_bytes`) against
+the peak RSS a CPU prefill of random float32 weights reaches above where it started, each case in
+a fresh process (an allocator that kept the pages of an earlier case would hide this one's)."""
 from __future__ import annotations
 
 import argparse
@@ -19,6 +25,7 @@ import gc
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -55,6 +62,77 @@ def timed(fn, dev) -> tuple[float | None, float | None, str | None]:
     return dt, peak, None
 
 
+# one CPU prefill in a fresh process: its RSS before, the peak during (VmHWM, reset to the current
+# RSS by clear_refs 5 once the model and the ids exist), seconds. argv: preset name or checkpoint
+# folder (its config.json only: random weights), tokens
+ESTIMATE_CHILD = """
+import gc, json, sys, time
+import torch
+from lineage.model import LM
+from lineage.prefill import prefill
+from pathlib import Path
+def status(key):
+    return int([l.split()[1] for l in open("/proc/self/status") if l.startswith(key)][0]) * 1024
+name, tokens = sys.argv[1], int(sys.argv[2])
+if Path(name).is_dir():
+    from lineage.pretrained import read_model_config
+    cfg = read_model_config(name)[0]
+else:
+    from lineage.presets import get_preset
+    cfg = get_preset(name)
+torch.manual_seed(0)
+model = LM(cfg).eval()
+ids = torch.randint(0, cfg.vocab_size, (1, tokens))
+gc.collect()
+open("/proc/self/clear_refs", "w").write("5")
+before = status("VmRSS")
+t = time.perf_counter()
+logits, state = prefill(model, ids)
+print(json.dumps({"before": before, "peak": status("VmHWM"), "s": time.perf_counter() - t,
+                  "threads": torch.get_num_threads()}))
+"""
+
+
+def check_estimate(lengths: list[int]) -> int:
+    """Budget (kept + activation_bytes) against the measured peak RSS growth of a CPU prefill,
+    for k3-mini-like presets and a Kimi Linear checkpoint config (bench_pretrained's CPU width)."""
+    from lineage.arithmetic import model_memory
+    from lineage.prefill import activation_bytes
+    from lineage.presets import get_preset
+    from lineage.pretrained import read_model_config
+    root = Path(__file__).resolve().parents[2]
+    folder = Path(tempfile.mkdtemp(prefix="kimi-config-"))          # a config.json alone: no weights
+    kimi_config(8, smoke=False, mid=True).to_json_file(str(folder / "config.json"))
+    cases = {"k3-mini": get_preset("k3-mini"), "tiny-hybrid": get_preset("tiny-hybrid"),
+             "tiny-softmax": get_preset("tiny-softmax"), "kimi_linear 8 layers, 576 wide": read_model_config(folder)[0]}
+    names = {"kimi_linear 8 layers, 576 wide": str(folder)}
+    out: list = []
+    report(out, check="activation_bytes against a CPU prefill's peak RSS growth", host=os.uname().nodename,
+           cores=os.cpu_count(), torch=torch.__version__, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    worst = 0.0
+    for case, cfg in cases.items():
+        for n in lengths:
+            if cfg.n_positions and n > cfg.n_positions:      # a learned position table ends there
+                continue
+            r = subprocess.run([sys.executable, "-c", ESTIMATE_CHILD, names.get(case, case), str(n)],
+                               capture_output=True, text=True, cwd=root, env=dict(os.environ, PYTHONPATH=str(root)))
+            if r.returncode:
+                report(out, case=case, tokens=n, failed=(r.stderr.strip().splitlines() or ["?"])[-1][:200])
+                continue
+            m = json.loads(r.stdout.strip().splitlines()[-1])
+            kept = model_memory(cfg, n, cache_dtype_bytes=4, state_dtype_bytes=4)["total_bytes"]
+            act = activation_bytes(cfg, n, 4, "cpu")
+            grown = m["peak"] - m["before"]
+            worst = max(worst, grown / (kept + act))
+            report(out, case=case, tokens=n, seconds=round(m["s"], 2), threads=m["threads"],
+                   measured_mib=round(grown / 2**20, 1), kept_mib=round(kept / 2**20, 1),
+                   activation_estimate_mib=round(act / 2**20, 1),
+                   estimate_over_measured=round((kept + act) / grown, 2),
+                   activation_estimate_over_measured_transient=round(act / max(grown - kept, 1), 2))
+    report(out, worst_measured_over_estimate=round(worst, 2))
+    return 0 if worst <= 1 else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=27)
@@ -67,7 +145,13 @@ def main() -> int:
     ap.add_argument("--fp32", action="store_true",
                     help="also load transformers in float32 to say how far each bf16 prefill is from it")
     ap.add_argument("--smoke", action="store_true", help="a tiny width in float32 on the CPU")
+    ap.add_argument("--check-estimate", action="store_true",
+                    help="CPU: lineage.prefill.activation_bytes against the measured peak RSS growth of a prefill "
+                         "(--lengths default 4096,16384: one chunk, then four)")
     args = ap.parse_args()
+    if args.check_estimate:
+        given = "--lengths" in sys.argv
+        return check_estimate([int(n) for n in args.lengths.split(",")] if given else [4096, 16384])
     from transformers import KimiLinearForCausalLM
     import lineage
     from lineage.backend import resolve, set_backend

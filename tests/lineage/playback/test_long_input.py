@@ -184,7 +184,7 @@ def test_a_prompt_that_cannot_fit_is_one_line_before_it_is_read(tmp_path, monkey
     with pytest.raises(MemoryRefused) as e:
         Session(load(path), device="cpu", prefill_progress=lambda *a: read.append(a))
     assert read == []                                  # refused before the first chunk
-    assert str(e.value) == ("doc.txt: 9,600 tokens need 1.5 MiB of cache and state and 28.5 MiB of "
+    assert str(e.value) == ("doc.txt: 9,600 tokens need 1.5 MiB of cache and state and 220.1 MiB of "
                             "activations; this machine has 5.0 MiB free")
     assert main(["record", str(path), "-o", str(tmp_path / "o.trace")]) == 2
     assert capsys.readouterr().err.splitlines() == [str(e.value)]
