@@ -1,8 +1,12 @@
 """How fast and how small a hostile checkpoint folder is refused (issue 31): each case a copy of a
 tiny checkpoint of one family with one file made hostile, loaded by `lineage.load_pretrained` (or
-given to `lineage params`) in a fresh process, timed from outside, with the child's peak memory.
+given to `lineage params` or `lineage validate`) in a fresh process, timed from outside, with the
+child's peak memory.
 
     python tests/benchmarks/bench_reliability.py [--only WORD ...]    # a table for BENCHMARKS.md
+
+A case's mode: "load" (`lineage.load_pretrained`), "params" or "validate" (that command on the
+folder: validate checks every tensor's header without reading one).
 
 A case passes when the child exits 2 with one line on stderr, in under 5 s and 500 MB; the table
 says which do not. The tiny checkpoints are the tests' own builders (transformers' classes,
@@ -32,8 +36,8 @@ import torch, lineage                   # what every command pays first, timed a
 from lineage.pretrained import PretrainedError
 from tui.cli import main
 t = time.perf_counter()
-if mode == "params":
-    rc = main(["params", path])
+if mode in ("params", "validate"):
+    rc = main([mode, path])
 else:
     try:
         lineage.load_pretrained(path)
@@ -156,6 +160,9 @@ CASES = [
     ("gpt2", "3-D c_attn.weight", tensor("transformer.h.0.attn.c_attn.weight", (36, 108, 1)), "load"),
     ("gpt2", "c_fc.weight 36 x 100 (config: 36 x 144)", tensor("transformer.h.1.mlp.c_fc.weight", (36, 100)), "load"),
     ("gpt2", "an int32 c_proj.weight", int_tensor("transformer.h.2.mlp.c_proj.weight"), "load"),
+    ("gpt2", "3-D c_attn.weight (lineage validate)", tensor("transformer.h.0.attn.c_attn.weight", (36, 108, 1)),
+     "validate"),
+    ("gpt2", "an int32 c_proj.weight (lineage validate)", int_tensor("transformer.h.2.mlp.c_proj.weight"), "validate"),
     ("gpt2", "index weight_map a list", write("model.safetensors.index.json", b'{"weight_map": []}'), "load"),
     ("gpt2", "index weight_map a string", write("model.safetensors.index.json", b'{"weight_map": "x"}'), "load"),
     ("gpt2", "index of 2.6M tiny entries, a shard each (55 MB)", index(2_600_000, 2_600_000), "load"),
@@ -189,6 +196,8 @@ CASES = [
         **KIMI_PATTERN, "num_heads": 4.0}), "load"),
     ("kimi_linear", "an expert's w2.weight 40 x 23", tensor("model.layers.1.block_sparse_moe.experts.3.w2.weight", (40, 23)),
      "load"),
+    ("kimi_linear", "an expert's w2.weight 40 x 23 (lineage validate)",
+     tensor("model.layers.1.block_sparse_moe.experts.3.w2.weight", (40, 23)), "validate"),
     ("kimi_linear", "vocab_size: 1M", config(vocab_size=1 << 20), "load"),
     ("kimi_linear", "tiktoken.model with invalid base64", kimi_tokenizer(b"@@@@ 256\n"), "load"),
     ("kimi_linear", "tiktoken.model with a rank twice", kimi_tokenizer(b"YWI= 255\n"), "load"),
