@@ -96,16 +96,22 @@ print(json.dumps({"before": before, "peak": status("VmHWM"), "s": time.perf_coun
 def check_estimate(lengths: list[int]) -> int:
     """Budget (kept + activation_bytes) against the measured peak RSS growth of a CPU prefill,
     for k3-mini-like presets and a Kimi Linear checkpoint config (bench_pretrained's CPU width)."""
+    from lineage.pretrained import read_model_config
+    with tempfile.TemporaryDirectory(prefix="kimi-config-") as folder:     # a config.json alone: no weights
+        kimi_config(8, smoke=False, mid=True).to_json_file(str(Path(folder) / "config.json"))
+        return _check_estimate(lengths, read_model_config(folder)[0], folder)
+
+
+def _check_estimate(lengths: list[int], kimi, folder: str) -> int:
+    """The cases, each length in its own process; `kimi` is the config the child reads from `folder`.
+    Exit 1 when any measured peak is above its estimate."""
     from lineage.arithmetic import model_memory
     from lineage.prefill import activation_bytes
     from lineage.presets import get_preset
-    from lineage.pretrained import read_model_config
     root = Path(__file__).resolve().parents[2]
-    folder = Path(tempfile.mkdtemp(prefix="kimi-config-"))          # a config.json alone: no weights
-    kimi_config(8, smoke=False, mid=True).to_json_file(str(folder / "config.json"))
     cases = {"k3-mini": get_preset("k3-mini"), "tiny-hybrid": get_preset("tiny-hybrid"),
-             "tiny-softmax": get_preset("tiny-softmax"), "kimi_linear 8 layers, 576 wide": read_model_config(folder)[0]}
-    names = {"kimi_linear 8 layers, 576 wide": str(folder)}
+             "tiny-softmax": get_preset("tiny-softmax"), "kimi_linear 8 layers, 576 wide": kimi}
+    names = {"kimi_linear 8 layers, 576 wide": folder}
     out: list = []
     report(out, check="activation_bytes against a CPU prefill's peak RSS growth", host=os.uname().nodename,
            cores=os.cpu_count(), torch=torch.__version__, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
