@@ -337,8 +337,8 @@ def _load_pretrained(sc: Scenario, spec, spec_path: tuple, device, base_dir: Pat
 
 
 def _weights_error(sc: Scenario, where: tuple, msg: str) -> ScenarioError:
-    """A problem found when the checkpoint is read (not by validate, which does not open it),
-    placed at the scenario's `weights.checkpoint` like every other problem with a field."""
+    """A problem found when the checkpoint's values are read (validate reads only its config and
+    headers), placed at the scenario's `weights.checkpoint` like every other problem with a field."""
     file = sc.source or "<scenario>"
     try:
         return ScenarioError([load_text(sc.text or "", file).problem(where, msg)])

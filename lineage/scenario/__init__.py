@@ -11,7 +11,8 @@ fields), every problem reported as one located line `FILE:LINE:COL: field.path: 
     tasks.py     generated inputs (two facts, associative recall, topic shift)
     input_file.py  `input: {file: doc.txt}`: a long input read from a text file beside the scenario
 
-No torch anywhere here: `lineage validate` answers in milliseconds.
+No torch here for presets and toys, so `lineage validate` answers in milliseconds; a scenario
+naming a checkpoint imports it to check the tensors' headers on the meta device (checks.py).
 """
 from __future__ import annotations
 
