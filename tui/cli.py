@@ -71,6 +71,8 @@ def _memory(args) -> int:
         print(f"lineage memory: --cards must be at least 1 and --card-gb a positive number "
               f"(got {args.cards}, {args.card_gb:g})", file=sys.stderr)
         return 2
+    if args.device_map is not None:
+        return _memory_plan(cfg, args)
     weights = count(cfg)["total"] * args.weight_bytes
     # the weights shard over the cards and each sequence's cache with them: N cards hold
     # N times the memory less one copy of the weights
@@ -102,6 +104,42 @@ def _memory(args) -> int:
     for r in rows:
         print(f"  {r['context']:>10,} {fmt_bytes(r['cache_bytes']):>12} {fmt_bytes(r['state_bytes']):>12} "
               f"{int(r['batch_per_card']):>{bw},}")
+    return 0
+
+
+def _memory_plan(cfg, args) -> int:
+    """`lineage memory DIR --device-map MAP`: where each layer would go and the bytes per device,
+    from config.json and a meta build alone (no weight read); a map that cannot fit is one line."""
+    from lineage.pretrained.placement import (capacities, describe, parse_device_map, parse_gpu_memory, plan,
+                                              visible_gpus)
+    try:
+        import accelerate  # noqa: F401  (the planner)
+    except ImportError:
+        return err("lineage memory --device-map needs accelerate: pip install -e '.[multigpu]'")
+    try:
+        request = parse_device_map(args.device_map)
+        sizes = parse_gpu_memory(args.gpu_memory) if args.gpu_memory is not None else None
+        caps = capacities(request, sizes, visible_gpus() if not isinstance(sizes, tuple) else ())
+        p = plan(cfg, request, caps, args.context, args.weight_bytes)
+    except ValueError as e:          # PlacementError is one; a shape-only preset is never built
+        print(f"lineage memory: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"preset": cfg.name, "device_map": args.device_map, "context": p.context,
+                          "placement": p.device_map,
+                          "devices": [{"device": d.device, "capacity_bytes": d.capacity, "units": list(d.units),
+                                       "weight_bytes": d.weight_bytes, "cache_state_bytes": d.cache_bytes}
+                                      for d in p.devices]}, indent=2))
+        return 0
+    used = p.used()
+    print(f"{cfg.name}: device map {args.device_map} over {len(used)} of {len(p.devices)} device"
+          f"{'s' if len(p.devices) > 1 else ''}, weights at {args.weight_bytes:g} B/param, cache and state "
+          f"for one sequence at {p.context:,} tokens (nothing loaded)")
+    gb = lambda n: f"{n / 1e9:.1f} GB"      # decimal, as --gpu-memory 141GB and the cards are sold
+    print(f"  {'device':<8} {'weights':>10} {'cache+state':>12} {'total':>10} {'of':>10} {'free':>10}  modules")
+    for d in p.devices:
+        print(f"  {d.device:<8} {gb(d.weight_bytes):>10} {gb(d.cache_bytes):>12} {gb(d.total):>10} "
+              f"{gb(d.capacity):>10} {gb(d.capacity - d.total):>10}  {describe(d.units) or '(unused)'}")
     return 0
 
 
@@ -196,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
     pm.add_argument("--cards", type=int, default=1, help="cards the weights and caches are spread over (default 1)")
     pm.add_argument("--weight-bytes", type=float, default=2.0, help="bytes per parameter (default 2, bf16)")
     pm.add_argument("--json", action="store_true")
+    pm.add_argument("--device-map", metavar="MAP", help="print where each layer would go instead: auto, balanced, "
+                    "sequential, cuda:0,cuda:1 or FILE.json (module name -> device), as Hugging Face writes them")
+    pm.add_argument("--gpu-memory", metavar="SIZES", help="with --device-map, the GPUs to plan for: 141GB (each GPU "
+                    "the map uses), 2x141GB or 80GB,141GB (cuda:0 onward); default: the visible GPUs' free memory")
     pm.set_defaults(func=_memory)
     sub.add_parser("presets", help="list the model presets").set_defaults(func=_presets)
     sub.add_parser("list", help="the bundled scenarios, one line each").set_defaults(func=guarded(_list))
