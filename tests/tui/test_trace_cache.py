@@ -212,15 +212,15 @@ def test_closing_under_a_reader_stops_it_and_keeps_the_entry(tmp_path, capsys, c
 
 def test_the_key_follows_a_checkpoint_directorys_files(tmp_path):
     """A real checkpoint is a directory: rewriting a shard in place must change the key too."""
-    ckpt = tmp_path / "ckpt"
-    ckpt.mkdir()
-    (ckpt / "config.json").write_text('{"model_type": "gpt2", "n_layer": 1, "n_head": 2, "n_embd": 8, '
-                                      '"vocab_size": 16, "n_positions": 32}')
+    from transformers import GPT2Config, GPT2LMHeadModel
+    ckpt = tmp_path / "ckpt"          # a real one: loading a scenario checks its tensors' headers
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=8, vocab_size=16, n_positions=32)).save_pretrained(ckpt)
     shard = ckpt / "model.safetensors"
-    shard.write_bytes(b"one")
     sc = tmp_path / "s.yaml"
     sc.write_text("version: 1\ntitle: t\nmodel: {pretrained: ckpt}\ninput: {ids: [1, 2]}\n"
                   "panels: [{kind: tokens}]\n")
     k = cache.key(load(sc))
-    shard.write_bytes(b"two!")
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 1                     # one weight's last byte, same size, same header
+    shard.write_bytes(bytes(data))
     assert cache.key(load(sc)) != k
