@@ -66,17 +66,24 @@ def _several(app, panel: str | None) -> bool:
     return panel is not None and sum(p.kind == panel for p in app.screen.query("#panels > Panel")) > 1
 
 
-def slide_kind(info: dict, i: int, panel: str | None = None) -> str | None:
-    """The kind of panel a slide of 0-based step i shows: the one asked for; else the kind its
-    caption is about, where the scenario shows that kind; else None, every panel."""
+def slide_kinds(info: dict, i: int, panel: str | None = None) -> tuple[str, ...] | None:
+    """The kinds of panel a slide of 0-based step i shows: the one asked for; else the kinds
+    its caption names, those the scenario shows, the focused one first; else None, every panel."""
     from lineage.playback.session import caption_at
 
     from .panels import default_panels
+    from .snapshot import caption_panels
     if panel is not None:
-        return panel
-    c = caption_at(info.get("captions") or [], i)
-    kind = None if c is None else c.get("panel")
-    return kind if kind in {p["kind"] for p in default_panels(info)} - {"captions"} else None
+        return (panel,)
+    shown = {p["kind"] for p in default_panels(info)} - {"captions"}
+    kinds = tuple(k for k in caption_panels(caption_at(info.get("captions") or [], i)) if k in shown)
+    return kinds or None
+
+
+def slide_kind(info: dict, i: int, panel: str | None = None) -> str | None:
+    """The first of `slide_kinds`: the one panel a slide's text and checks start from."""
+    kinds = slide_kinds(info, i, panel)
+    return kinds[0] if kinds else None
 
 
 def _columns(width: int, titles: list[int], most: int, rows_that_fit: int) -> int:
@@ -184,11 +191,12 @@ async def _show(app, pilot, step: int, panel: str | None, path: str, focus: bool
         await pilot.resize_terminal(*grow)
     grid = screen.query_one("#panels")
     panels = [p for p in grid.children if isinstance(p, Panel)]
-    kind = slide_kind(cursor.info, target, panel) if focus or panel else None
+    kinds = slide_kinds(cursor.info, target, panel) if focus or panel else None
+    kind = kinds[0] if kinds else None
     whole = panel is None or _several(app, panel)       # not one panel maximised: the grid, filtered
     if whole:
         for p in panels:               # hidden ones are not prepared: set before the step is asked for
-            p.display = kind is None or p.kind == kind
+            p.display = kinds is None or p.kind in kinds
         screen.slide_columns, screen.slide_fill = None, False
         screen._fit_layout()
     app.request(target)
@@ -249,11 +257,20 @@ def render_svg(path: str, step: int, panel: str | None = None, size: tuple[int, 
                salvage: bool = False, cursor=None, theme: str = "dark") -> str:
     """SVG of the app at 0-based `step` (a slide of `panel` if given). `cursor`: the file
     already opened (lineage.playback.session.open_path), so it is not opened a second time."""
+    _captions_alone(panel)
     out = []
     grow = size is None                # a size asked for is kept
     size = size or (PANEL_SIZE if panel else SCREEN_SIZE)
     asyncio.run(_export(path, [step], panel, size, salvage, cursor, theme, lambda i, svg: out.append(svg), grow=grow))
     return out[0]
+
+
+def _captions_alone(panel: str | None) -> None:
+    """A picture of the captions panel alone would be a line of text floating in an empty
+    screen: a caption is drawn under the panels it is about, and its text is the .txt form."""
+    if panel == "captions":
+        raise RuntimeError("--panel captions: a caption is pictured under its panels; leave out --panel, "
+                           "name a panel it is about, or write .txt for its text")
 
 
 def slide_names(steps: list[int]) -> list[str]:
@@ -268,9 +285,12 @@ def slide_text(cursor, i: int, panel: str | None, focus: bool = False) -> str:
     shows the panels its caption is about."""
     from .panels import render
     from lineage.playback.session import caption_at
-    if focus:
-        panel = slide_kind(cursor.info, i, panel)
+    kinds = slide_kinds(cursor.info, i, panel) if focus else None
+    if kinds:
+        panel = kinds[0]
     text = render(cursor, i, panel)
+    for k in (kinds or ())[1:]:        # the others under it, without the head line again
+        text += "\n\n" + render(cursor, i, k).split("\n", 2)[2]
     if panel not in (None, "captions") and about(caption_at(cursor.info.get("captions") or [], i), panel):
         text += "\n" + render(cursor, i, "captions").split("\n", 2)[2]
     return text
@@ -282,6 +302,7 @@ def write_slides(path: str, out_dir: Path, cursor, panel: str | None = None, siz
     written whole and never through a link; one already there is replaced only with `force`."""
     from lineage.files import write_new
 
+    _captions_alone(panel)
     steps = slide_steps(cursor.info, cursor.total, panel)
     stems = dict(zip(steps, slide_names(steps)))
     written: list[Path] = []

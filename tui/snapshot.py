@@ -45,10 +45,19 @@ def caption_steps(info: dict, total: int) -> list[int]:
     return steps or [0]
 
 
+def caption_panels(caption: dict | None) -> tuple[str, ...]:
+    """The panel kinds a caption (as sessions carry it) names, the focused one first; a trace
+    recorded before captions named several holds only `panel`."""
+    if caption is None:
+        return ()
+    return tuple(caption.get("panels") or ([caption["panel"]] if caption.get("panel") else []))
+
+
 def about(caption: dict | None, panel: str | None) -> bool:
-    """Whether a slide of `panel` (None: the whole screen) shows this caption: one about another
-    kind of panel is left off a panel's slide (a slide of the captions shows them all)."""
-    return caption is not None and (panel in (None, "captions") or caption.get("panel") in (None, panel))
+    """Whether a slide of `panel` (None: the whole screen) shows this caption: one naming other
+    kinds of panel is left off a panel's slide (a slide of the captions shows them all)."""
+    named = caption_panels(caption)
+    return caption is not None and (panel in (None, "captions") or not named or panel in named)
 
 
 def slide_step(captions: list[dict], c: dict, total: int) -> int:

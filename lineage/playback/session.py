@@ -92,8 +92,10 @@ class Cursor:
 
 def caption_info(c) -> dict:
     """A caption as sessions and traces carry it: 0-based steps (`at`, `until`, `shot`), the
-    form traces have always held, so old traces replay as they were."""
-    return {"at": c.at, "until": c.until, "shot": c.shot, "panel": c.panel, "text": c.text}
+    form traces have always held, so old traces replay as they were; `panels` all the kinds it
+    names (`panel` the first, all that older readers know)."""
+    return {"at": c.at, "until": c.until, "shot": c.shot, "panel": c.panel, "panels": list(c.panels),
+            "text": c.text}
 
 
 def caption_at(captions: list[dict], i: int) -> dict | None:

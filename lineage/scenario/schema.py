@@ -182,9 +182,10 @@ class Caption(Strict):
     text: str = Field(min_length=1, max_length=2000)
     last: int | None = Field(None, ge=1)
     slide: int | None = Field(None, ge=1)
-    # the panel kind it is about: the app brings that panel into view when the caption comes,
-    # and a slide of another panel leaves the caption out
-    panel: Literal[PANEL_KINDS] | None = None
+    # the panel kinds it is about, `panel: state` or `panel: [state, decay]`: the app brings
+    # them into view when the caption comes (the first focused), and a slide of a panel it
+    # does not name leaves the caption out. Written `panel`, held as `panels`, a tuple
+    panels: tuple[Literal[PANEL_KINDS], ...] = Field((), alias="panel", max_length=16)
 
     @model_validator(mode="before")
     @classmethod
@@ -202,14 +203,29 @@ class Caption(Strict):
                 data[new] = n + 1
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_panel_is_a_list(cls, data):
+        # `panel: state` is the list of one; each name of a longer list is refused at its place
+        if isinstance(data, dict) and isinstance(data.get("panel"), str):
+            data = {**data, "panel": [data["panel"]]}
+        return data
+
     @model_validator(mode="after")
     def _in_order(self):
+        if len(set(self.panels)) < len(self.panels):
+            raise ValueError(f"panel: {', '.join(self.panels)} names a panel twice")
         if self.last is not None and self.last < self.step:
             raise ValueError(f"last ({self.last}) is before step ({self.step})")
         if self.slide is not None and not (self.step <= self.slide <= (self.last or self.slide)):
             raise ValueError(f"slide ({self.slide}) is not among the steps the caption shows "
                              f"({self.step}-{self.last if self.last is not None else 'the next caption'})")
         return self
+
+    @property
+    def panel(self) -> str | None:
+        """The first panel it names (the one focused), None where it names none."""
+        return self.panels[0] if self.panels else None
 
     @property
     def at(self) -> int:

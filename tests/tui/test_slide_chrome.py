@@ -123,9 +123,14 @@ def test_an_svg_names_system_monospace_fonts_and_no_web_font(tmp_path):
     assert "@font-face" not in svg and "url(http" not in svg and "Fira Code" not in svg
 
 
-def test_a_slide_of_the_captions_shows_the_caption_alone(tmp_path):
-    """--panel captions: the caption panel lives under the grid, not in it; it is the picture,
-    not the grid squeezed above it."""
-    svg = _svg(tmp_path, "tour", "--step", "2", "--panel", "captions")
-    assert "Each step feeds one byte." in svg
-    assert "state · k3-mini" not in svg               # no panel of the grid beside it
+def test_a_picture_of_the_captions_alone_is_refused_its_text_is_not(tmp_path, capsys):
+    """--panel captions: a caption alone would float in an empty picture; it is pictured under
+    its panels, so the picture is refused in one line, exit 2, and nothing is written; its
+    text form is the caption's text."""
+    out = tmp_path / "s.svg"
+    assert main(["snapshot", "tour", "--step", "2", "--panel", "captions", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--panel captions" in err[0] and not out.exists()
+    txt = tmp_path / "s.txt"
+    assert main(["snapshot", "tour", "--step", "2", "--panel", "captions", "-o", str(txt)]) == 0
+    assert "Each step feeds one byte." in txt.read_text()

@@ -332,27 +332,42 @@ class MainScreen(Screen):
             self._show_status()
 
     def _bring_into_view(self, cursor, i: int) -> None:
-        """When a caption about a panel comes (playback, `{ }`, a jump), that panel comes into
-        view: scrolled to, or maximised in place of another maximised one. At 80x24 the panel a
-        caption discusses is otherwise often below the fold. Once per caption, so the reader
-        can scroll away while it stays."""
+        """When a caption about panels comes (playback, `{ }`, a jump), they come into view,
+        the focus left where the reader put it: scrolled so their tops show (all of them where
+        they fit together, else the first), or the first maximised in place of another
+        maximised one. At 80x24 the panel a caption discusses is otherwise often below the
+        fold, or its top cut. Once per caption, so the reader can scroll away while it stays."""
+        from ..snapshot import caption_panels
         if self.has_class("-slide"):            # an export shows the panel it was asked for
             return
         c = caption_at(cursor.info.get("captions") or [], i)
-        key = None if c is None else (c["at"], c.get("panel"))
+        key = None if c is None else (c["at"], caption_panels(c))
         if key == self._about:
             return
         self._about = key
         grid = self.query_one("#panels", Grid)
-        target = next((p for p in grid.children if isinstance(p, Panel) and c is not None
-                       and p.kind == c.get("panel")), None)
-        if target is None:
+        shown = [p for p in grid.children if isinstance(p, Panel) and p.display]
+        targets = [p for kind in caption_panels(c) for p in shown if p.kind == kind]
+        if not targets:
             return
         if isinstance(self.maximized, Panel):
-            if self.maximized is not target:
-                self.maximize(target)
+            if self.maximized not in targets:
+                self.maximize(targets[0])
         else:
-            target.scroll_visible(animate=False, top=True)
+            # after the refresh: the caption bar's new height changes the grid's, and a scroll
+            # made before it cut the panel's top
+            self.call_after_refresh(self._scroll_to_panels, targets)
+
+    @unless_taken_down
+    def _scroll_to_panels(self, targets: list) -> None:
+        grid = self.query_one("#panels", Grid)
+        view = grid.scrollable_content_region.height
+        top = min(p.virtual_region.y for p in targets)
+        bottom = max(p.virtual_region.bottom for p in targets)
+        # all of them where they fit, from the top of the highest; else the first from its
+        # top (one taller than the grid is not maximised: `m` does that, and the reader keeps
+        # the grid they were reading)
+        grid.scroll_to(y=top if bottom - top <= view else targets[0].virtual_region.y, animate=False)
 
     @unless_taken_down                 # stop() calls it, on_unmount's included
     def _update_timeline(self) -> None:

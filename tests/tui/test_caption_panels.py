@@ -1,0 +1,46 @@
+"""Captions naming several panels: a slide of each panel a caption names carries it, a slide
+of another does not; the app at 80x24 brings the named panels into view with their tops
+showing; a picture of the captions alone is refused in one line."""
+import pytest
+
+from tui.headless import render_svg, slide_kinds
+from tui.snapshot import about, caption_panels
+
+from tests.tui.helpers import SC, opened, panel, run
+
+
+def test_a_caption_goes_with_each_panel_it_names():
+    c = {"at": 0, "until": None, "shot": None, "panel": "state", "panels": ["state", "decay"], "text": "t"}
+    assert [about(c, k) for k in ("state", "decay", "recall", None, "captions")] == [True, True, False, True, True]
+    old = {"at": 0, "until": None, "shot": None, "panel": "state", "text": "t"}    # a trace from before
+    assert caption_panels(old) == ("state",) and not about(old, "decay")
+
+
+def test_a_whole_screen_slide_shows_every_panel_its_caption_names():
+    from lineage.playback.session import Session
+    from lineage.scenario import load
+    s = Session(load(SC / "fig6_channel_decay.yaml"))
+    try:
+        assert slide_kinds(s.info, 0) == ("state", "decay")
+    finally:
+        s.close()
+
+
+def test_a_picture_of_the_captions_alone_is_refused():
+    with pytest.raises(RuntimeError, match="--panel captions"):
+        render_svg(str(SC / "fig6_channel_decay.yaml"), 0, "captions")
+
+
+def test_at_80x24_the_panel_a_caption_names_shows_from_its_top():
+    async def go():
+        async with opened("fig6_channel_decay", (80, 24)) as (pilot, app):
+            for _ in range(2):                       # the recall caption, then back to state's
+                for key in ("}", "{"):
+                    await pilot.press(key)
+                    await pilot.pause(0.5)
+                    grid = app.main.query_one("#panels")
+                    kind = "recall" if key == "}" else "state"
+                    p = panel(app, kind).region
+                    view = grid.content_region
+                    assert view.y <= p.y and (p.bottom <= view.bottom or kind == "state"), (key, p, view)
+    run(go())
