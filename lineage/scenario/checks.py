@@ -237,9 +237,12 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
             problems.append(loc.problem(("captions", j, key), f"{said} is past the end (the scenario has "
                                         f"{total} steps: 1-{total})"))
         kinds = [p.kind for p in sc.panels]
-        if c.panel is not None and kinds and c.panel not in kinds:
-            problems.append(loc.problem(("captions", j, "panel"), f"the scenario has no {c.panel} panel "
-                                        f"(its panels: {', '.join(dict.fromkeys(kinds))})"))
+        for n, kind in enumerate(c.panels if kinds else ()):     # every name, not only the first
+            if kind not in kinds:
+                at = ("captions", j, "panel", n)                 # `panel: [state, gate]`: the entry
+                where = at if at in loc.values else at[:-1]      # `panel: gate`
+                problems.append(loc.problem(where, f"the scenario has no {kind} panel "
+                                            f"(its panels: {', '.join(dict.fromkeys(kinds))})"))
 
 
 def _check_weights(sc: Scenario, cfgs: list, loc: Located, problems: list, base_dir: Path | None) -> None:

@@ -45,3 +45,13 @@ def test_an_unknown_name_in_a_list_is_one_located_line(tmp_path, capsys):
 def test_a_name_twice_is_refused(tmp_path, capsys):
     assert main(["validate", str(_file(tmp_path, "[state, state]"))]) == 2
     assert "twice" in capsys.readouterr().err
+
+
+def test_every_name_must_be_a_panel_the_scenario_shows(tmp_path, capsys):
+    """Only the first name was checked against the scenario's panels: `[state, recall]` validated
+    and the recall half was silently skipped."""
+    p = _file(tmp_path, "[state, recall]")
+    assert main(["validate", str(p)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "captions[0].panel[1]: the scenario has no recall panel" in err[0]
+    assert err[0].startswith(f"{p}:13:20:")        # at the second entry of the list
