@@ -238,6 +238,9 @@ def _slides(args) -> int:
     problem = _export_problem(args)
     if problem is not None:
         return err(problem)
+    if args.panel == "captions":             # refused before the deck's folder is made
+        from tui.headless import CAPTIONS_ALONE
+        return err(CAPTIONS_ALONE)
     out = Path(args.output)
     problem = _deck_problem(out)
     if problem is not None:

@@ -265,12 +265,15 @@ def render_svg(path: str, step: int, panel: str | None = None, size: tuple[int, 
     return out[0]
 
 
+CAPTIONS_ALONE = ("--panel captions: a caption is pictured under its panels; leave out --panel, "
+                  "name a panel it is about, or write .txt for its text")
+
+
 def _captions_alone(panel: str | None) -> None:
     """A picture of the captions panel alone would be a line of text floating in an empty
     screen: a caption is drawn under the panels it is about, and its text is the .txt form."""
     if panel == "captions":
-        raise RuntimeError("--panel captions: a caption is pictured under its panels; leave out --panel, "
-                           "name a panel it is about, or write .txt for its text")
+        raise RuntimeError(CAPTIONS_ALONE)
 
 
 def slide_names(steps: list[int]) -> list[str]:

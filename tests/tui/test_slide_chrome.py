@@ -134,3 +134,10 @@ def test_a_picture_of_the_captions_alone_is_refused_its_text_is_not(tmp_path, ca
     txt = tmp_path / "s.txt"
     assert main(["snapshot", "tour", "--step", "2", "--panel", "captions", "-o", str(txt)]) == 0
     assert "Each step feeds one byte." in txt.read_text()
+
+
+def test_a_deck_of_the_captions_alone_is_refused_before_its_folder_is_made(tmp_path, capsys):
+    deck = tmp_path / "deck"
+    assert main(["slides", "tour", "--panel", "captions", "-o", str(deck)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--panel captions" in err[0] and not deck.exists()
