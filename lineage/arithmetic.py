@@ -119,6 +119,18 @@ def model_memory(cfg, context: int, cache_dtype_bytes: int = 2, state_dtype_byte
             "dtypes": f"{cache_name} cache, {state_name} state" + (f", {cache_name} conv cache" if conv else "")}
 
 
+def layer_cache_bytes(cfg, context: int, cache_dtype_bytes: int = 2, state_dtype_bytes: int = 4) -> list[int]:
+    """model_memory's total_bytes layer by layer: each layer's cache and fixed state for one
+    sequence at `context` tokens (a device map places layers by them; a test holds the sum equal)."""
+    out = []
+    for i in range(cfg.n_layers):
+        c = cfg.layer_mixer_config(i)
+        W = getattr(c, "sliding_window", None)
+        cached = min(context, W) if W else context
+        out.append(c.cache_bytes_per_token(cache_dtype_bytes) * cached + c.state_bytes(state_dtype_bytes, cache_dtype_bytes))
+    return out
+
+
 def batch_per_card(cache_bytes: int, weight_bytes: int, card_bytes: int = H200_BYTES, state_bytes: int = 0) -> int:
     """Sequences that fit beside the weights, each holding `cache_bytes` of cache (at its context,
     model_memory's cache_bytes: a sliding window's part stops growing) and `state_bytes`. Weights

@@ -110,7 +110,7 @@ def _memory(args) -> int:
 def _memory_plan(cfg, args) -> int:
     """`lineage memory DIR --device-map MAP`: where each layer would go and the bytes per device,
     from config.json and a meta build alone (no weight read); a map that cannot fit is one line."""
-    from lineage.pretrained.placement import (capacities, describe, parse_device_map, parse_gpu_memory, plan,
+    from lineage.pretrained.placement import (capacities, describe, gb, parse_device_map, parse_gpu_memory, plan,
                                               visible_gpus)
     try:
         import accelerate  # noqa: F401  (the planner)
@@ -135,7 +135,6 @@ def _memory_plan(cfg, args) -> int:
     print(f"{cfg.name}: device map {args.device_map} over {len(used)} of {len(p.devices)} device"
           f"{'s' if len(p.devices) > 1 else ''}, weights at {args.weight_bytes:g} B/param, cache and state "
           f"for one sequence at {p.context:,} tokens (nothing loaded)")
-    gb = lambda n: f"{n / 1e9:.1f} GB"      # decimal, as --gpu-memory 141GB and the cards are sold
     print(f"  {'device':<8} {'weights':>10} {'cache+state':>12} {'total':>10} {'of':>10} {'free':>10}  modules")
     for d in p.devices:
         print(f"  {d.device:<8} {gb(d.weight_bytes):>10} {gb(d.cache_bytes):>12} {gb(d.total):>10} "

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..arithmetic import layer_cache_bytes
 from ..did_you_mean import did_you_mean
 from .problems import PretrainedError
 
@@ -251,18 +252,6 @@ def _available_cpu_bytes() -> int:
 # ----------------------------------------------------------------------------- the plan
 
 
-def layer_cache_bytes(cfg, context: int, cache_dtype_bytes: int = 2, state_dtype_bytes: int = 4) -> list[int]:
-    """Each layer's cache and fixed state for one sequence at `context` tokens, counted as
-    arithmetic.model_memory counts them (their sum is its total_bytes; a test holds them equal)."""
-    out = []
-    for i in range(cfg.n_layers):
-        c = cfg.layer_mixer_config(i)
-        W = getattr(c, "sliding_window", None)
-        cached = min(context, W) if W else context
-        out.append(c.cache_bytes_per_token(cache_dtype_bytes) * cached + c.state_bytes(state_dtype_bytes, cache_dtype_bytes))
-    return out
-
-
 def units_of(model) -> list[str]:
     """The placement units in model order: each top-level module, each block on its own."""
     out = []
@@ -303,10 +292,10 @@ def plan(cfg, request: MapRequest, caps: dict, context: int, weight_bytes: int =
         if dp.total > dp.capacity:
             need, have = sum(d.total for d in devices), sum(caps.values())
             raise PlacementError(
-                f"{_what(request)}: does not fit: {dp.device} needs {_gb(dp.total)} ({_gb(dp.weight_bytes)} weights + "
-                f"{_gb(dp.cache_bytes)} cache and state at {context:,} tokens), {_gb(dp.total - dp.capacity)} "
-                f"over its {_gb(dp.capacity)} (the model needs {_gb(need)}, the {len(caps)} device"
-                f"{'s' if len(caps) > 1 else ''} hold {_gb(have)})")
+                f"{_what(request)}: does not fit: {dp.device} needs {gb(dp.total)} ({gb(dp.weight_bytes)} weights + "
+                f"{gb(dp.cache_bytes)} cache and state at {context:,} tokens), {gb(dp.total - dp.capacity)} "
+                f"over its {gb(dp.capacity)} (the model needs {gb(need)}, the {len(caps)} device"
+                f"{'s' if len(caps) > 1 else ''} hold {gb(have)})")
     return Plan(request, context, devices, placed)
 
 
@@ -412,7 +401,8 @@ def _what(request: MapRequest) -> str:
     return request.text if request.kind == "file" else f"--device-map {request.text}"
 
 
-def _gb(n: int) -> str:
+def gb(n: int) -> str:
+    """Decimal gigabytes, as --gpu-memory 141GB and the cards are sold."""
     return f"{n / 1e9:.1f} GB"
 
 
