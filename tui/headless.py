@@ -68,7 +68,7 @@ def _several(app, panel: str | None) -> bool:
 
 def slide_kinds(info: dict, i: int, panel: str | None = None) -> tuple[str, ...] | None:
     """The kinds of panel a slide of 0-based step i shows: the one asked for; else the kinds
-    its caption names, those the scenario shows, the focused one first; else None, every panel."""
+    its caption names, those the scenario shows, in the caption's order; else None, every panel."""
     from lineage.playback.session import caption_at
 
     from .panels import default_panels
@@ -78,12 +78,6 @@ def slide_kinds(info: dict, i: int, panel: str | None = None) -> tuple[str, ...]
     shown = {p["kind"] for p in default_panels(info)} - {"captions"}
     kinds = tuple(k for k in caption_panels(caption_at(info.get("captions") or [], i)) if k in shown)
     return kinds or None
-
-
-def slide_kind(info: dict, i: int, panel: str | None = None) -> str | None:
-    """The first of `slide_kinds`: the one panel a slide's text and checks start from."""
-    kinds = slide_kinds(info, i, panel)
-    return kinds[0] if kinds else None
 
 
 def _columns(width: int, titles: list[int], most: int, rows_that_fit: int) -> int:

@@ -46,7 +46,7 @@ def caption_steps(info: dict, total: int) -> list[int]:
 
 
 def caption_panels(caption: dict | None) -> tuple[str, ...]:
-    """The panel kinds a caption (as sessions carry it) names, the focused one first; a trace
+    """The panel kinds a caption (as sessions carry it) names, in its order; a trace
     recorded before captions named several holds only `panel`."""
     if caption is None:
         return ()

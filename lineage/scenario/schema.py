@@ -224,7 +224,7 @@ class Caption(Strict):
 
     @property
     def panel(self) -> str | None:
-        """The first panel it names (the one focused), None where it names none."""
+        """The first panel it names (a panel slide's text starts from it), None where it names none."""
         return self.panels[0] if self.panels else None
 
     @property

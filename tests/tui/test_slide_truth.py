@@ -10,7 +10,7 @@ import pytest
 from lineage.playback.session import Session
 from lineage.scenario import load
 from tests.lineage.scenario.test_caption_truth import DERIVED, LESSONS, SC, _matches, _numbers, _shown_numbers
-from tui.headless import slide_kind
+from tui.headless import slide_kinds
 from tui.panels import render
 from tui.snapshot import slide_step
 
@@ -42,7 +42,8 @@ def _wrong_on_slides(name: str) -> list[str]:
         wrong = []
         for c in caps:
             i = slide_step(caps, c, s.total)
-            kind = slide_kind(s.info, i)
+            kinds = slide_kinds(s.info, i)
+            kind = kinds[0] if kinds else None
             shown = _shown_numbers(render(s, i, kind).split("\nnote:")[0])
             missing = [w for w in _numbers(c["text"]) if w not in DERIVED.get(name, set()) and not _matches(w, shown)]
             missing += [w + "%" for w in PERCENT.findall(c["text"])

@@ -32,7 +32,7 @@ def _file(tmp_path, panel: str):
 def test_one_name_or_several(tmp_path):
     assert load(_file(tmp_path, "state")).captions[0].panels == ("state",)
     c = load(_file(tmp_path, "[state, decay]")).captions[0]
-    assert c.panels == ("state", "decay") and c.panel == "state"     # the first is the one focused
+    assert c.panels == ("state", "decay") and c.panel == "state"     # the first one named
 
 
 def test_an_unknown_name_in_a_list_is_one_located_line(tmp_path, capsys):
