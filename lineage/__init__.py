@@ -13,8 +13,8 @@ Import torch-free pieces directly (`lineage.configs`, `lineage.presets`, `lineag
 __version__ = "0.1.0"
 
 
-def load_pretrained(path, device="cpu", dtype=None):
+def load_pretrained(path, device="cpu", dtype=None, device_map=None):
     """(LM, tokenizer or None) from a checkpoint directory in the Hugging Face layout; see
     lineage.pretrained. Imported lazily: `import lineage` stays free of torch."""
     from .pretrained import load_pretrained as load
-    return load(path, device, dtype)
+    return load(path, device, dtype, device_map)

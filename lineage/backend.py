@@ -35,10 +35,15 @@ def resolve(device) -> tuple[str, str | None]:
 def set_backend(model, backend: str) -> None:
     """Point every layer of `model` (an LM) whose kind has Triton kernels (its descriptor's
     `kernel`), and every MoE, at `backend`. The others keep the reference: a new mixer that reuses DeltaNet's
-    code but not its op then runs on CUDA too, instead of failing where kernels lacks its op."""
+    code but not its op then runs on CUDA too, instead of failing where kernels lacks its op.
+    A block a device map put on the CPU keeps the reference beside CUDA blocks on the kernels."""
     from .configs import MIXERS
+    interpret = os.environ.get("TRITON_INTERPRET") == "1"
     for blk in model.blocks:
+        here = backend
+        if backend == "triton" and not interpret and next(blk.parameters()).device.type != "cuda":
+            here = "reference"
         if MIXERS[blk.mixer_kind].kernel:
-            blk.mixer.backend = backend
+            blk.mixer.backend = here
         if blk.ffn_kind == "moe":               # the step's routed experts (kernels.moe_step)
-            blk.ffn.backend = backend
+            blk.ffn.backend = here

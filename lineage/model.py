@@ -48,6 +48,11 @@ class Residual:
     def add(self, y: Tensor) -> None:
         self.x = self.x + y
 
+    def to(self, device) -> None:
+        """Carry the stream to the device of the block about to read it (a model spread by a
+        device map): only the (B, T, d) hidden state crosses, at a layer boundary."""
+        self.x = self.x.to(device)
+
     def out(self) -> tuple[Tensor, None]:
         return self.x, None
 
@@ -124,6 +129,22 @@ class LM(nn.Module):
         if cfg.tie_embeddings:
             self.lm_head.weight = self.wte.weight
         self.attnres = AttnRes(cfg.attnres, cfg.d_model, cfg.n_layers) if cfg.attnres else None
+        self.places = None          # each block's device where a device map spreads them (`placed`)
+
+    def placed(self) -> None:
+        """Note where each block's weights live, once they are in place: where they are not all on
+        the embedding's device (a device map, lineage.pretrained.placement), the stream moves to
+        each block's device before the block reads it, and to the head's at the end. Each layer's
+        state and cache are made by its mixer from its input, so they live beside its weights."""
+        here = self.wte.weight.device
+        devices = [next(b.parameters()).device for b in self.blocks]
+        ends = (self.norm_f.weight.device, self.lm_head.weight.device)
+        if all(d == here for d in devices + list(ends)):
+            self.places = None
+            return
+        if self.attnres is not None:       # its block sums are read by every later layer: one device
+            raise ValueError(f"{self.cfg.name}: a model with attention residuals runs on one device")
+        self.places = devices
 
     def forward(self, ids: Tensor, state: ModelState | None = None, last: bool = False) -> tuple[Tensor, ModelState]:
         """ids (B, T) -> logits (B, T, vocab), or with `last` only the last position's (B, 1,
@@ -131,11 +152,11 @@ class LM(nn.Module):
         Mixers use their parallel or chunked form."""
         pos, old = self._begin(state)
         res = self._residual(self._embed(ids, pos))                          # (B, T, d)
-        new = [blk(res, st) for blk, st in zip(self.blocks, old)]
+        new = [self._moved(res, i)(res, st) for i, st in enumerate(old)]
         x, _ = res.out()
         if last:
             x = x[:, -1:]
-        return self.lm_head(self._final(x)), ModelState(pos + ids.shape[1], new)
+        return self._head(x), ModelState(pos + ids.shape[1], new)
 
     def step(self, ids_t: Tensor, state: ModelState | None, obs: StepObs | None = None) -> tuple[Tensor, ModelState]:
         """ids_t (B,) -> logits (B, vocab). With `obs` (a `StepObs()`), every layer reports what it
@@ -143,9 +164,9 @@ class LM(nn.Module):
         pos, old = self._begin(state)
         res = self._residual(self._embed(ids_t[:, None], pos)[:, 0])         # (B, d)
         layer_obs = [None] * len(self.blocks) if obs is None else [LayerObs() for _ in self.blocks]
-        new = [blk.step(res, st, lo) for blk, st, lo in zip(self.blocks, old, layer_obs)]
+        new = [self._moved(res, i).step(res, st, lo) for i, (st, lo) in enumerate(zip(old, layer_obs))]
         x, w = res.out()
-        logits = self.lm_head(self._final(x))                                # (B, vocab)
+        logits = self._head(x)                                               # (B, vocab)
         if obs is not None:
             if w is not None:
                 obs.attnres_final = w.detach()
@@ -156,13 +177,27 @@ class LM(nn.Module):
     def _begin(self, state: ModelState | None) -> tuple[int, list]:
         return (0, [None] * len(self.blocks)) if state is None else (state.pos, state.layers)
 
+    def _moved(self, res, i: int) -> Block:
+        """Block i, with the stream carried to its device first where the blocks are spread."""
+        if self.places is not None:
+            res.to(self.places[i])
+        return self.blocks[i]
+
+    def _head(self, x: Tensor) -> Tensor:
+        if self.places is not None:
+            x = x.to(self.norm_f.weight.device)
+            return self.lm_head(self._final(x).to(self.lm_head.weight.device))
+        return self.lm_head(self._final(x))
+
     def _embed(self, ids: Tensor, pos: int) -> Tensor:
         B, T = ids.shape
+        if self.places is not None:
+            ids = ids.to(self.wte.weight.device)
         x = self.wte(ids)                                                     # (B, T, d)
         if self.wpe is not None:
             if pos + T > self.cfg.n_positions:
                 raise ValueError(f"{self.cfg.name}: position {pos + T} past the learned table of {self.cfg.n_positions}")
-            x = x + self.wpe(torch.arange(pos, pos + T, device=ids.device))
+            x = x + self.wpe(torch.arange(pos, pos + T, device=self.wpe.weight.device)).to(x.device)
         return x
 
     def _residual(self, x: Tensor):

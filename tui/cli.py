@@ -110,18 +110,15 @@ def _memory(args) -> int:
 def _memory_plan(cfg, args) -> int:
     """`lineage memory DIR --device-map MAP`: where each layer would go and the bytes per device,
     from config.json and a meta build alone (no weight read); a map that cannot fit is one line."""
-    from lineage.pretrained.placement import (capacities, describe, gb, parse_device_map, parse_gpu_memory, plan,
-                                              visible_gpus)
+    from lineage.pretrained import PretrainedError
+    from lineage.pretrained.placement import describe, gb, plan_map
     try:
         import accelerate  # noqa: F401  (the planner)
     except ImportError:
         return err("lineage memory --device-map needs accelerate: pip install -e '.[multigpu]'")
     try:
-        request = parse_device_map(args.device_map)
-        sizes = parse_gpu_memory(args.gpu_memory) if args.gpu_memory is not None else None
-        caps = capacities(request, sizes, visible_gpus() if not isinstance(sizes, tuple) else ())
-        p = plan(cfg, request, caps, args.context, args.weight_bytes)
-    except ValueError as e:          # PlacementError is one; a shape-only preset is never built
+        p = plan_map(cfg, args.device_map, args.context, args.weight_bytes, args.gpu_memory)
+    except PretrainedError as e:          # PlacementError is one
         print(f"lineage memory: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
     if args.json:

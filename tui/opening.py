@@ -150,6 +150,9 @@ def checkpoint_options(parser) -> None:
     g.add_argument("--dtype", choices=list(DTYPE_BYTES),
                    help="weights' dtype (default: the checkpoint's own)")
     g.add_argument("--device", choices=["auto", "cpu", "cuda"], help="where the model runs (default: auto)")
+    g.add_argument("--device-map", metavar="MAP", help="place the layers over devices instead: auto, balanced, "
+                   "sequential, a list such as cuda:0,cpu, or a JSON file of module -> device "
+                   "(lineage memory DIR --device-map MAP shows the plan first)")
 
 
 
@@ -157,7 +160,7 @@ def checkpoint_scenario(args, attr: str) -> int | None:
     """When args.<attr> is a directory, replace it with a scenario made for that checkpoint
     (written to a private temporary folder, removed at exit); an exit code when that fails."""
     target = getattr(args, attr)
-    given = [f"--{k.replace('_', '-')}" for k in ("text", "text_file", "ids", "prefill", "dtype", "device")
+    given = [f"--{k.replace('_', '-')}" for k in ("text", "text_file", "ids", "prefill", "dtype", "device", "device_map")
              if getattr(args, k, None) is not None]
     if not Path(target).expanduser().is_dir():
         return err(f"{target}: {', '.join(given)} apply to a checkpoint directory") if given else None
@@ -178,7 +181,8 @@ def checkpoint_scenario(args, attr: str) -> int | None:
         return err(f"--prefill {prefill}: expected a number of tokens >= 0")
     try:
         setattr(args, attr, made_scenario(target, args.text, ids, args.dtype, args.device,
-                                          text_file=text_file, prefill=prefill))
+                                          text_file=text_file, prefill=prefill,
+                                          device_map=getattr(args, "device_map", None)))
     except PretrainedError as e:
         return err(str(e))
     except ValueError as e:                 # the text file: missing, too large, not UTF-8; --prefill past it
@@ -186,7 +190,8 @@ def checkpoint_scenario(args, attr: str) -> int | None:
     return None
 
 
-def made_scenario(target: str, text=None, ids=None, dtype=None, device=None, text_file=None, prefill=None) -> str:
+def made_scenario(target: str, text=None, ids=None, dtype=None, device=None, text_file=None, prefill=None,
+                  device_map=None) -> str:
     """The path of a scenario made for the checkpoint directory `target` (in a private temporary
     folder, removed at exit; its messages are mapped back by `as_given`); PretrainedError, or
     ValueError (one line) for a text file that cannot be the input. `text_file` '-' is stdin,
@@ -204,12 +209,20 @@ def made_scenario(target: str, text=None, ids=None, dtype=None, device=None, tex
     elif text_file is not None:
         file = Path(text_file).expanduser().absolute()
     made = scenario_text(target, text, ids, dtype, device, file=None if file is None else str(file),
-                         prefill=prefill, file_named=text_file)
+                         prefill=prefill, file_named=text_file, device_map=_absolute_map(device_map))
     root = Path(target).expanduser().resolve()
     out = folder / f"{root.name or 'checkpoint'}.yaml"
     out.write_text(made, encoding="utf-8")
     MADE[str(out)] = (target, str(root))
     return str(out)
+
+
+def _absolute_map(device_map: str | None) -> str | None:
+    """A map file named on the command line is relative to where the user stands, not to the
+    made scenario's temporary folder."""
+    if device_map is None or not device_map.strip().endswith(".json"):
+        return device_map
+    return str(Path(device_map.strip()).expanduser().absolute())
 
 
 def _stdin_bytes() -> bytes:

@@ -240,10 +240,14 @@ class SteppedModel:
         self.cfg = cfg
         self.watch = watch
         self.pretrained = None
+        notes = notes if notes is not None else []
         if spec is not None and spec.pretrained is not None:
-            device = _device(torch, spec.device, notes if notes is not None else []) if spec.device else device
-            self.model, self.pretrained = _load_pretrained(sc, spec, spec_path, device, base_dir)
+            device = _device(torch, spec.device, notes) if spec.device else device
+            context = (total_steps(sc) or 0) + sc.decoding.prefill + 2
+            self.model, self.pretrained = _load_pretrained(sc, spec, spec_path, device, base_dir, context, notes)
             dtype = next(self.model.parameters()).dtype
+            if self.model.places is not None:      # ids go in where the embedding is
+                device = self.model.wte.weight.device
         else:
             torch.manual_seed(sc.weights.seed)       # same seed, same preset: same weights side by side
             model = LM(cfg)
@@ -255,8 +259,10 @@ class SteppedModel:
             self.model = model.to(device=device, dtype=dtype).eval()
         self.dtype = dtype
         from ..backend import resolve, set_backend
-        self.backend, self.backend_note = resolve(device)
-        set_backend(self.model, self.backend)
+        spread = self.model.places is not None
+        cuda = next((d for d in self.model.places or () if d.type == "cuda"), None)
+        self.backend, self.backend_note = resolve(cuda or device)
+        set_backend(self.model, self.backend)       # a block placed on the CPU keeps the reference
         self.device = device
         self.state = None
         self.logits = None
@@ -266,7 +272,10 @@ class SteppedModel:
         # with learned positions index by a host integer and step eagerly.
         import os
         mode = os.environ.get("LINEAGE_GRAPH", "auto").lower()
-        off = mode in ("0", "off", "no") or device.type != "cuda" or self.model.wpe is not None
+        off = mode in ("0", "off", "no") or device.type != "cuda" or self.model.wpe is not None or spread
+        if spread and cuda is not None and mode not in ("0", "off", "no"):
+            # per-device graphs (one for each device's run of layers) are not built yet
+            notes.append("the model spans devices: its steps run eagerly (one CUDA graph cannot span devices)")
         self.graph_mode = None if off else mode
         self.capacity = (total_steps(sc) or 0) + sc.decoding.prefill + 2
         self.stepper = None
@@ -325,15 +334,40 @@ def _watched(sc: Scenario, m: int, cfg, context: int = 0) -> frozenset | None:
     return frozenset(layer for layer in shown if layer is not None)
 
 
-def _load_pretrained(sc: Scenario, spec, spec_path: tuple, device, base_dir: Path | None):
-    """(model, its directory) or a ScenarioError placed at the spec's `pretrained` field."""
+def _load_pretrained(sc: Scenario, spec, spec_path: tuple, device, base_dir: Path | None, context: int,
+                     notes: list):
+    """(model, its directory) or a ScenarioError placed at the spec's `pretrained` field (at its
+    `device_map` for a map that cannot be planned). A device map is planned for the run's
+    context (cache and state at its last step) and what lands where is said in `notes`."""
     from ..pretrained import PretrainedError, load_pretrained
     path = pretrained_dir(spec, base_dir)
+    placed = None
+    if spec.device_map is not None:
+        try:
+            placed = _plan(spec, path, base_dir, context)
+        except PretrainedError as e:
+            raise _weights_error(sc, spec_path + ("device_map",), str(e)) from None
+        from ..pretrained.placement import describe, gb
+        notes.append("placed by device map " + spec.device_map + ": " + "; ".join(
+            f"{d.device} {describe(d.units)} ({gb(d.total)})" for d in placed.used()))
     try:
-        model, _ = load_pretrained(path, device=device, dtype=spec.dtype)
+        model, _ = load_pretrained(path, device=device, dtype=spec.dtype,
+                                   device_map=None if placed is None else placed.device_map)
     except PretrainedError as e:
         raise _weights_error(sc, spec_path + ("pretrained",), str(e)) from None
     return model, str(path)
+
+
+def _plan(spec, path: Path, base_dir: Path | None, context: int):
+    """The placement plan of a pretrained spec's device_map (a map file relative to the scenario)."""
+    from ..arithmetic import DTYPE_BYTES
+    from ..pretrained import read_model_config
+    from ..pretrained.placement import plan_map
+    text = spec.device_map
+    if text.endswith(".json") and base_dir is not None and not Path(text).expanduser().is_absolute():
+        text = str(base_dir / text)
+    cfg = read_model_config(path)[0]
+    return plan_map(cfg, text, context, DTYPE_BYTES.get(spec.dtype or "bfloat16", 2))
 
 
 def _weights_error(sc: Scenario, where: tuple, msg: str) -> ScenarioError:

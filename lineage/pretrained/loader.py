@@ -68,23 +68,28 @@ def torch_dtype(name):
     return getattr(torch, dtype_name(name))
 
 
-def load_pretrained(path, device="cpu", dtype=None):
+def load_pretrained(path, device="cpu", dtype=None, device_map: dict | None = None):
     """(model, tokenizer or None). `dtype` None: the checkpoint's own (config.json's `dtype` or
-    `torch_dtype`) on a GPU, float32 on the CPU or when it names none. Raises PretrainedError, one line, for anything
+    `torch_dtype`) on a GPU, float32 on the CPU or when it names none. `device_map` (a plan's
+    unit -> device, lineage.pretrained.placement) places each layer instead of `device`: each
+    tensor is allocated on its layer's device and filled there from the shards, and with `dtype`
+    None the CPU's layers take float32 as above. Raises PretrainedError, one line, for anything
     wrong with the directory."""
     import torch
     cfg, arch, root, raw = read_model_config(path)
-    device = torch.device(device)
-    if dtype is None and device.type == "cpu":
-        dtype = "float32"       # the CPU has no bf16 triangular solve (the chunked reference needs one)
     text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else {}    # a multimodal composite's
     own = raw.get("dtype") or raw.get("torch_dtype") or text.get("dtype") or text.get("torch_dtype")
-    dtype = torch_dtype(dtype) or torch_dtype(dtype_name(own) or "float32")
     tokenizer = load_tokenizer(root)        # a broken tokenizer file is found before any weight is read
     shards, model, params = check_weights(cfg, arch, root, raw.get("model_type"))
+    where = _devices(params, device_map, device)
+    types = {}
+    for d in set(where.values()):
+        # the CPU has no bf16 triangular solve (the chunked reference needs one): float32 there
+        want = "float32" if dtype is None and d.type == "cpu" else dtype
+        types[d] = torch_dtype(want) or torch_dtype(dtype_name(own) or "float32")
     # a router's choice bias stays float32 (as the reference keeps it): in bf16 near-equal experts would swap
-    dest = {n: torch.empty(p.shape, dtype=torch.float32 if n.endswith("score_bias") else dtype, device=device)
-            for n, p in params.items()}
+    dest = {n: torch.empty(p.shape, dtype=torch.float32 if n.endswith("score_bias") else types[where[n]],
+                           device=where[n]) for n, p in params.items()}
     for name in shards.names():
         t = shards.get(name)
         for ours, index, piece in arch.pieces(name, t, cfg):     # each checked by check_headers
@@ -103,7 +108,28 @@ def load_pretrained(path, device="cpu", dtype=None):
         model.get_submodule(owner)._parameters[leaf] = torch.nn.Parameter(t, requires_grad=False)
     if cfg.tie_embeddings:
         model.lm_head.weight = model.wte.weight
+    try:
+        model.placed()
+    except ValueError as e:
+        raise PretrainedError(str(e)) from None
     return model.eval(), tokenizer
+
+
+def _devices(params: dict, device_map: dict | None, device) -> dict:
+    """parameter name -> torch.device: `device` for all, or each parameter's unit's device in
+    `device_map` (unit: 'wte', 'blocks.3', 'norm_f', 'lm_head', as placement.units_of names them)."""
+    import torch
+    if device_map is None:
+        d = torch.device(device)
+        return dict.fromkeys(params, d)
+    out = {}
+    for n in params:
+        head, _, rest = n.partition(".")
+        unit = f"{head}.{rest.partition('.')[0]}" if head == "blocks" else head
+        if unit not in device_map:
+            raise PretrainedError(f"the device map places no {unit} (it places {', '.join(list(device_map)[:4])}, ...)")
+        out[n] = torch.device(device_map[unit])
+    return out
 
 
 def check_weights(cfg, arch, root: Path, model_type) -> tuple[Shards, object, dict]:

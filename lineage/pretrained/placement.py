@@ -8,8 +8,9 @@ names or ours). The plan is made on the meta device: the project's own `LM` buil
 alone, each layer sized by its parameters plus the cache and state it holds at the context asked,
 and accelerate's `get_balanced_memory` / `infer_auto_device_map` choose where each whole layer goes
 (a Block is never split). The embedding comes first in the model's order, so it lands on the first
-device; the head, last, on the last one used. Only the plan exists: stepping a model across
-devices is not yet wired (README, Real checkpoints).
+device; the head, last, on the last one used. `load_pretrained(..., device_map=plan.device_map)`
+then puts each layer's tensors on its device, and the model carries its hidden state between
+devices at layer boundaries (`LM.placed`).
 """
 from __future__ import annotations
 
@@ -252,6 +253,17 @@ def _available_cpu_bytes() -> int:
 # ----------------------------------------------------------------------------- the plan
 
 
+def plan_map(cfg, text: str, context: int, weight_bytes: float = 2, gpu_memory: str | None = None) -> Plan:
+    """`--device-map TEXT [--gpu-memory SIZES]` for cfg at `context` tokens: parsed, sized against
+    the GPUs it names (the visible ones' free memory unless --gpu-memory describes a machine;
+    a map of the CPU alone asks no GPU) and planned. PlacementError, one line, where it cannot be."""
+    request = parse_device_map(text)
+    sizes = parse_gpu_memory(gpu_memory) if gpu_memory is not None else None
+    asks_gpu = _named_devices(request) != ["cpu"] and not isinstance(sizes, tuple)
+    caps = capacities(request, sizes, visible_gpus() if asks_gpu else ())
+    return plan(cfg, request, caps, context, weight_bytes)
+
+
 def units_of(model) -> list[str]:
     """The placement units in model order: each top-level module, each block on its own."""
     out = []
@@ -269,6 +281,9 @@ def plan(cfg, request: MapRequest, caps: dict, context: int, weight_bytes: int =
     import torch
 
     from .loader import build_on_meta
+    if cfg.shape_only:
+        raise PlacementError(f"preset {cfg.name!r} is shape-only: its layers are never built, so never placed "
+                             "(lineage memory without --device-map gives its arithmetic)")
     dtype = {4: torch.float32, 2: torch.bfloat16, 1: torch.float8_e4m3fn}.get(weight_bytes)
     if dtype is None:
         raise PlacementError(f"--weight-bytes {weight_bytes:g}: a device map plans for 1, 2 or 4 bytes per parameter")

@@ -32,7 +32,8 @@ def default_panels(cfg) -> list[dict]:
 
 def checkpoint_scenario(path, text: str | None = None, ids: list[int] | None = None, dtype: str | None = None,
                         device: str | None = None, steps: int | None = None, file: str | None = None,
-                        prefill: int | None = None, file_named: str | None = None) -> str:
+                        prefill: int | None = None, file_named: str | None = None,
+                        device_map: str | None = None) -> str:
     """Scenario YAML for a checkpoint directory; PretrainedError (one line) when it cannot be.
     `file`: the input read from a text file (`input.file`; ValueError, one line naming it as
     `file_named`, when it cannot be read). `prefill`: the input tokens read at once before the
@@ -68,6 +69,8 @@ def checkpoint_scenario(path, text: str | None = None, ids: list[int] | None = N
         spec["dtype"] = dtype
     if device:
         spec["device"] = device
+    if device_map:
+        spec["device_map"] = device_map
     source = {"ids": ids} if ids is not None else {"file": file} if file is not None else {"text": text}
     sc = {"version": 1, "title": f"{cfg.name} ({cfg.notes.removesuffix(' checkpoint')})", "model": spec,
           "input": source, "decoding": {"mode": "greedy"}, "panels": default_panels(cfg)}

@@ -66,6 +66,9 @@ class ModelSpec(Strict):
     pretrained: str | None = Field(None, min_length=1, max_length=4096)   # relative to the scenario
     dtype: Literal["float32", "float64", "bfloat16", "float16"] | None = None   # pretrained: None = its own
     device: Literal["auto", "cpu", "cuda"] | None = None                 # pretrained: None = the scenario's
+    # pretrained: its layers placed over devices (auto, balanced, sequential, cuda:0,cpu or a
+    # map FILE.json relative to the scenario; lineage.pretrained.placement), instead of `device`
+    device_map: str | None = Field(None, min_length=1, max_length=4096)
     checkpoint: str | None = None        # this model's .safetensors (relative to the scenario); else weights.checkpoint
 
     @model_validator(mode="after")
@@ -75,8 +78,11 @@ class ModelSpec(Strict):
             raise ValueError(f"give exactly one of preset, config, memory or pretrained (got {', '.join(given) or 'none'})")
         if self.overrides and self.preset is None:
             raise ValueError("overrides apply to a preset; write the whole config inline instead")
-        if (self.dtype or self.device) and self.pretrained is None:
-            raise ValueError("dtype and device per model are for pretrained checkpoints (presets use the scenario's)")
+        if (self.dtype or self.device or self.device_map) and self.pretrained is None:
+            raise ValueError("dtype and device per model are for pretrained checkpoints, as is device_map "
+                             "(presets use the scenario's)")
+        if self.device and self.device_map:
+            raise ValueError("give device or device_map, not both (a device map names the devices)")
         return self
 
     @property
