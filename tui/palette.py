@@ -90,10 +90,10 @@ def contrast(a: Color, b: Color) -> float:
 
 def ink_on(idx: int, dark: bool = True) -> str:
     """Black or white: the text of a number printed on sequential step idx (a table cell coloured
-    by its value). The far end of the scale is bright on a dark theme and deep on a light one,
-    so black goes on the dark theme's last three steps and white on the light theme's."""
-    far = idx >= len(SEQUENTIAL) - 3
-    return "#000000" if far == bool(dark) else "#ffffff"
+    by its value), whichever has the higher WCAG contrast against the step on the theme: a fixed
+    split of the scale left white on the dark theme's mid greens (under 3:1)."""
+    bg = colour(idx, "sequential", dark)
+    return max(("#000000", "#ffffff"), key=lambda c: contrast(Color.parse(c), bg))
 
 
 def ink(idx: int, scale: str, dark: bool = True) -> Color | None:
