@@ -6,7 +6,7 @@ import pytest
 from tui.headless import render_svg, slide_kinds
 from tui.snapshot import about, caption_panels
 
-from tests.tui.helpers import SC, opened, panel, run
+from tests.tui.helpers import SC, opened, panel, run, settle
 
 
 def test_a_caption_goes_with_each_panel_it_names():
@@ -43,4 +43,26 @@ def test_at_80x24_the_panel_a_caption_names_shows_from_its_top():
                     p = panel(app, kind).region
                     view = grid.content_region
                     assert view.y <= p.y and (p.bottom <= view.bottom or kind == "state"), (key, p, view)
+    run(go())
+
+
+def test_the_first_panel_a_caption_names_takes_the_focus():
+    """So `m` maximises, and the pickers pick on, the panel the caption is about: at 80x24 the
+    tour's captions about decay, routing and depth each leave their panel focused, and a
+    maximised panel gives way to the next caption's, focused too."""
+    async def go():
+        async with opened("tour", (80, 24)) as (pilot, app):
+            assert app.main.focused_panel().kind == "state"      # the first caption's, and the first pickable
+            for kind, i in (("decay", 4), ("routing", 12), ("depth", 24)):
+                await pilot.press("}")
+                await settle(pilot, app, i)
+                await pilot.pause()
+                assert app.main.focused_panel().kind == kind, i
+            await pilot.press("m")
+            await pilot.pause()
+            assert app.main.maximized is panel(app, "depth")
+            await pilot.press("{")
+            await settle(pilot, app, 12)
+            await pilot.pause()
+            assert app.main.maximized is panel(app, "routing") and app.main.focused_panel().kind == "routing"
     run(go())

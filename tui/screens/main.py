@@ -332,11 +332,12 @@ class MainScreen(Screen):
             self._show_status()
 
     def _bring_into_view(self, cursor, i: int) -> None:
-        """When a caption about panels comes (playback, `{ }`, a jump), they come into view,
-        the focus left where the reader put it: scrolled so their tops show (all of them where
-        they fit together, else the first), or the first maximised in place of another
-        maximised one. At 80x24 the panel a caption discusses is otherwise often below the
-        fold, or its top cut. Once per caption, so the reader can scroll away while it stays."""
+        """When a caption about panels comes (playback, `{ }`, a jump), they come into view:
+        scrolled so their tops show (all of them where they fit together, else the first), or
+        the first maximised in place of another maximised one. At 80x24 the panel a caption
+        discusses is otherwise often below the fold, or its top cut. The first of them takes
+        the focus, so `m` and the pickers act on the panel the caption is about. Once per
+        caption, so the reader can scroll (and tab) away while it stays."""
         from ..snapshot import caption_panels
         if self.has_class("-slide"):            # an export shows the panel it was asked for
             return
@@ -351,9 +352,11 @@ class MainScreen(Screen):
         if not targets:
             return
         if isinstance(self.maximized, Panel):
-            if self.maximized not in targets:
-                self.maximize(targets[0])
+            first = self.maximized if self.maximized in targets else targets[0]
+            self.maximize(first)
+            first.focus(False)
         else:
+            targets[0].focus(False)             # not scrolled to here: _scroll_to_panels does
             # after the refresh: the caption bar's new height changes the grid's, and a scroll
             # made before it cut the panel's top
             self.call_after_refresh(self._scroll_to_panels, targets)
