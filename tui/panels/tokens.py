@@ -1,6 +1,7 @@
 """The token stream with the current token marked, and each model's next-token guesses."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,6 +69,22 @@ def _answer(i: int) -> str:
     return f"'{token_label(token_name(i))}'"
 
 
+# a guess's bar colour spans probabilities 1/64 .. 1 by ratio: a model's top guesses mostly lie
+# between 0.05 and 0.3, which an even split of 0..1 would draw in one colour on a light theme
+BAR_OCTAVES = 6
+
+
+def bar_step(q: float, dark: bool = True) -> int:
+    """The sequential step of a guess's bar at probability q, among the steps that read on the
+    theme's page (six on a dark one, three on a light one): each step a like factor in q, 2 on
+    a dark theme and 4 on a light one, so 1/64 .. 1 spans all of them on either."""
+    steps = palette.inked("sequential", dark)
+    if q <= 0:
+        return steps[0]
+    below = int(-math.log2(min(q, 1.0)) * len(steps) / BAR_OCTAVES)    # steps below the last
+    return steps[max(0, len(steps) - 1 - below)]
+
+
 class TokensPanel(TextPanel):
     kind = "tokens"
     prepare = staticmethod(prepare)
@@ -79,8 +96,7 @@ class TokensPanel(TextPanel):
         if view.event is not None:
             return self._event(view)
         i, dark = view.step, self.dark
-        # a guess's bar: the longer, the further along the steps that read on this theme's page
-        bars = [palette.colours("sequential", dark)[k] for k in palette.inked("sequential", dark)]
+        bars = palette.colours("sequential", dark)
         t = Text()
         width = max(20, self.size.width - 4)
         lo = max(view.first, i - width + 8)
@@ -99,7 +115,7 @@ class TokensPanel(TextPanel):
                 q = finite(q, f"{name}'s guess probability")            # a bar's length
                 bar = "█" * max(1, int(q * 40))
                 t.append(f"{_guess_label(g, j)} ", Style(bold=True))
-                t.append(bar, Style(color=bars[min(len(bars) - 1, int(q * 12))]))
+                t.append(bar, Style(color=bars[bar_step(q, dark)]))
                 t.append(f" {q:.3f}  ")
         return t
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import numpy as np
 import pytest
 from rich.color import Color
 from rich.text import Text
@@ -137,6 +138,20 @@ def test_the_tokens_bars_and_the_wanted_answer_read_on_a_light_page(tmp_path):
             assert palette.contrast(Color.parse(fg), palette.PAGE[False]) >= 3, fg
         assert set(bars) <= {c.lower() for c in palette.SEQUENTIAL_LIGHT}
     _run(tmp_path / "queries.yaml", 9, False, check)      # step 10: the first query
+
+
+@pytest.mark.parametrize("dark", [True, False])
+def test_a_guess_bar_is_further_along_the_readable_steps_the_likelier_it_is(dark):
+    """Probabilities spread over every step that reads on the page, in order: a light theme's
+    bars took its last step from q = 1/6 on, so a guess at 0.2 looked like one at 0.9."""
+    from tui.panels.tokens import BAR_OCTAVES, bar_step
+    inked = palette.inked("sequential", dark)
+    got = [bar_step(q, dark) for q in np.geomspace(1e-3, 1, 200)]
+    assert set(got) == set(inked) and got == sorted(got)          # each readable step, in order
+    assert bar_step(0.0, dark) == inked[0] and bar_step(1.0, dark) == inked[-1]
+    n = len(inked)                                                # one q from each step's share
+    assert [bar_step(2 ** (-BAR_OCTAVES * (n - 1 - k + 0.5) / n), dark) for k in range(n)] == inked
+    assert len({bar_step(q, dark) for q in (0.03, 0.2, 0.9)}) == 3
 
 
 def test_a_toy_memorys_readout_cells_are_on_the_light_scale():
