@@ -175,8 +175,8 @@ def main() -> int:
     from lineage.pretrained.scenario import checkpoint_scenario
     from lineage.scenario import loads
     text = checkpoint_scenario(folder, ids=[int(x) for x in ids[0, :args.prefill + args.steps]],
-                               dtype=dtype, device="cuda" if dev.type == "cuda" else "cpu")
-    text = text.replace("mode: greedy", f"mode: teacher\n  prefill: {args.prefill}")
+                               dtype=dtype, device="cuda" if dev.type == "cuda" else "cpu", prefill=args.prefill)
+    text = text.replace("mode: greedy", "mode: teacher")
     t0 = time.perf_counter()
     s = Session(loads(text, "bench.yaml", folder))
     report(out, session_open_s=time.perf_counter() - t0, backend=s.info["backend"], notes=s.info["notes"],

@@ -154,7 +154,9 @@ def test_a_session_on_a_split_model_gives_the_cpu_frames(ckpt, tmp_path):
     assert "run eagerly" in notes
     for i in range(4):
         f, g = split.frame(i), alone.frame(i)
-        assert f.token().id == g.token().id and f.guesses(0).ids == g.guesses(0).ids
-        for layer in (0, 4):
-            assert rel(torch.as_tensor(f.state(0, layer).S), torch.as_tensor(g.state(0, layer).S)) < 1e-2
+        assert f.token().token == g.token().token and list(f.guesses(0).ids) == list(g.guesses(0).ids)
+        assert abs(f.guesses(0).probs - g.guesses(0).probs).max() < 1e-4
+        for layer in (0, 4):         # float16 on the host: equal to its rounding
+            a, b = (torch.as_tensor(x.state(0, layer).S).float() for x in (f, g))
+            assert rel(a, b) < 2e-3, (i, layer)
     split.close(), alone.close()
