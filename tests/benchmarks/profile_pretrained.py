@@ -28,6 +28,7 @@ from .bench_pretrained import kimi_config, random_weights
 
 DEV = "cuda"
 SMOKE = False       # --smoke: a tiny width on the CPU, to check this script runs
+EXPERTS = None      # --experts: routed experts (None: as published)
 
 
 def checkpoint(layers: int, dtype: torch.dtype) -> tuple[Path, object]:
@@ -35,7 +36,7 @@ def checkpoint(layers: int, dtype: torch.dtype) -> tuple[Path, object]:
     torch.manual_seed(0)
     torch.set_default_dtype(dtype)
     with torch.device(DEV):
-        ref = KimiLinearForCausalLM(kimi_config(layers, smoke=SMOKE))
+        ref = KimiLinearForCausalLM(kimi_config(layers, smoke=SMOKE, experts=EXPERTS))
     torch.set_default_dtype(torch.float32)
     random_weights(ref)
     ref.eval()
@@ -145,9 +146,12 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4, help="4: KDA, a dense layer, MoE and MLA")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--smoke", action="store_true", help="a tiny width on the CPU: checks the script runs")
+    ap.add_argument("--experts", type=int, default=None,
+                    help="routed experts (default: as published); 64 fits all 27 layers in a quick save")
     ap.add_argument("--step-only", action="store_true", help="skip the prefill agreement (part 2): profile the step only")
     args = ap.parse_args()
-    global DEV, SMOKE
+    global DEV, SMOKE, EXPERTS
+    EXPERTS = args.experts
     if args.smoke:
         DEV, SMOKE = "cpu", True
     name = torch.cuda.get_device_name() if DEV == "cuda" else "cpu"
