@@ -367,7 +367,7 @@ def _plan(spec, path: Path, base_dir: Path | None, context: int):
     if text.endswith(".json") and base_dir is not None and not Path(text).expanduser().is_absolute():
         text = str(base_dir / text)
     cfg = read_model_config(path)[0]
-    return plan_map(cfg, text, context, DTYPE_BYTES.get(spec.dtype or "bfloat16", 2))
+    return plan_map(cfg, text, context, DTYPE_BYTES.get(spec.dtype or "bfloat16", 2), run=True)
 
 
 def _weights_error(sc: Scenario, where: tuple, msg: str) -> ScenarioError:

@@ -253,14 +253,20 @@ def _available_cpu_bytes() -> int:
 # ----------------------------------------------------------------------------- the plan
 
 
-def plan_map(cfg, text: str, context: int, weight_bytes: float = 2, gpu_memory: str | None = None) -> Plan:
+def plan_map(cfg, text: str, context: int, weight_bytes: float = 2, gpu_memory: str | None = None,
+             run: bool = False) -> Plan:
     """`--device-map TEXT [--gpu-memory SIZES]` for cfg at `context` tokens: parsed, sized against
     the GPUs it names (the visible ones' free memory unless --gpu-memory describes a machine;
-    a map of the CPU alone asks no GPU) and planned. PlacementError, one line, where it cannot be."""
+    a map of the CPU alone asks no GPU) and planned. `run`: for a load here, which only the
+    visible GPUs can take. PlacementError, one line, where it cannot be."""
     request = parse_device_map(text)
     sizes = parse_gpu_memory(gpu_memory) if gpu_memory is not None else None
     asks_gpu = _named_devices(request) != ["cpu"] and not isinstance(sizes, tuple)
-    caps = capacities(request, sizes, visible_gpus() if asks_gpu else ())
+    visible = visible_gpus() if asks_gpu else ()
+    if run and asks_gpu and not visible:
+        raise PlacementError(f"{_what(request)}: no GPU is visible here (torch sees none); a map of cpu alone "
+                             "runs without one")
+    caps = capacities(request, sizes, visible)
     return plan(cfg, request, caps, context, weight_bytes)
 
 

@@ -111,6 +111,7 @@ def test_a_map_naming_an_absent_gpu_is_one_located_line(ckpt, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
     assert "device_map" in err[0] and ("cuda:7 is not visible" in err[0] or "no GPU is visible" in err[0]), err[0]
+    assert "--gpu-memory" not in err[0]          # lineage memory's flag: a run has none
     assert not (tmp_path / "t.trace").exists()
 
 
