@@ -84,6 +84,8 @@ class Panel(Vertical, can_focus=True):
         self.options = dict(options)
         self.room = Room(dict(self.options), 0)
         self.border_title = Content(self.title())      # a scenario's title is text, never markup
+        self._title = self.title()     # the title the panel set, without the lines-shown note
+        self._lines_note = ""          # " · lines 1-14 of 22 · pgup pgdn" while it scrolls
         self.playing = False           # the screen says so: text is paced while playing
         self._shown = None             # (cursor, i) last drawn: resizes and pickers redraw it
         self.view = None               # the view on screen: pickers act on what it shows
@@ -116,8 +118,31 @@ class Panel(Vertical, can_focus=True):
 
     def set_title(self, text: str) -> None:
         """Changing a border title repaints the whole panel region; skip it when nothing changed."""
+        self._title = text
+        text += self._lines_note
         if str(self.border_title) != text:
             self.border_title = Content(text)          # may hold a model's name from the scenario
+
+    # -- a panel taller than its room: a table maximised at 80x24 (the depth panel's 19 rows)
+    # scrolls, its top border and its legend in the bottom one both showing, so it reads as
+    # whole; the title says which lines show, and which keys bring the rest
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        self._note_lines()
+
+    def watch_virtual_size(self, size) -> None:
+        self.call_after_refresh(self._note_lines)     # the room it scrolls in is set by then
+
+    def _note_lines(self) -> None:
+        total, seen = self.virtual_size.height, self.scrollable_content_region.height
+        note = ""
+        # a slide is grown until nothing scrolls (tui/headless.py), and has no keys
+        if 0 < seen < total and self.is_attached and not self.screen.has_class("-slide"):
+            first = round(self.scroll_y) + 1
+            note = f" · lines {first}-{min(first + seen - 1, total)} of {total} · pgup pgdn"
+        if note != self._lines_note:
+            self._lines_note = note
+            self.set_title(self._title)
 
     # -- views --------------------------------------------------------------------------
     def prepared(self, cursor, i: int, room: Room | None = None):
@@ -204,6 +229,7 @@ class Panel(Vertical, can_focus=True):
         """Draw the shown step again: its room changed (a resize, maximised or restored)."""
         if self._shown is not None:
             self.show(*self._shown)
+        self.call_after_refresh(self._note_lines)     # the same lines in a new room
 
     @classmethod
     def view_of(cls, cursor, i: int, options: dict, width: int):

@@ -96,4 +96,5 @@ class DepthPanel(TextPanel):
                 t.append(f"{w:6.2f}", Style(color=palette.ink_on(int(idx), dark),
                                             bgcolor=palette.colour(int(idx), "sequential", dark)))
             t.append("\n")
+        t.rstrip()                     # no blank line after the last row: a scrolled table ends on it
         return t

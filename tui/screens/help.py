@@ -19,6 +19,7 @@ KEYS = """\
   +  -      faster / slower           g         go to a step
   {  }      previous / next caption (its step)
   up down   scroll a caption longer than its bar (its border says)
+  pgup pgdn page through a panel taller than its box, else the panels
   speeds: 1, 2, 5, 10, 20 steps/s, max; click the timeline to jump
 [b]Panels[/b]
   tab       focus the next panel      m         maximise / restore

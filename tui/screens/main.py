@@ -79,6 +79,9 @@ class MainScreen(Screen):
         # a caption longer than its bar (its border says so) scrolls, whatever has the focus
         Binding("down", "scroll_caption(1)", "caption down", show=False),
         Binding("up", "scroll_caption(-1)", "caption up", show=False),
+        # a panel taller than its room (its title says which lines show), else the panels
+        Binding("pagedown", "scroll_panel(1)", "panel down", show=False),
+        Binding("pageup", "scroll_panel(-1)", "panel up", show=False),
         Binding("question_mark,f1", "help", "help"),
         Binding("q", "app.quit", "quit"),
         Binding("escape", "escape", "cancel / restore", show=False),
@@ -504,6 +507,18 @@ class MainScreen(Screen):
     def action_scroll_caption(self, pages: int) -> None:
         for bar in self.query(CaptionsPanel):
             bar.scroll_note(pages)
+
+    def action_scroll_panel(self, pages: int) -> None:
+        """A page of the focused panel where it scrolls (a table maximised at 80x24); otherwise
+        of the panels, where they do not all fit."""
+        panel = self.focused_panel()
+        if panel is not None and panel.max_scroll_y > 0:
+            target = panel
+        elif self.maximized is None:
+            target = self.query_one("#panels", Grid)
+        else:
+            return
+        (target.scroll_page_down if pages > 0 else target.scroll_page_up)(animate=False)
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(self.query(Panel)))
