@@ -66,20 +66,23 @@ def memory_problem(models: list, prefill: int, steps: int, what: str) -> str | N
     """Why `models` cannot read `prefill` tokens and step `steps` more on their devices, or None:
     what each keeps (cache and state at the last step, lineage.arithmetic.model_memory) and the
     transient peak of the chunked prefill (lineage.prefill.activation_bytes), against free_bytes."""
-    from ..arithmetic import fmt_bytes, model_memory
+    from ..arithmetic import fmt_bytes, layer_cache_bytes
     from ..prefill import activation_bytes
     need: dict = {}                     # device -> [kept, transient]
     for r in models:
         elem = r.torch.empty((), dtype=r.dtype).element_size()
-        kept = model_memory(r.cfg, prefill + steps, cache_dtype_bytes=elem, state_dtype_bytes=max(elem, 4))["total_bytes"]
-        act = activation_bytes(r.cfg, max(prefill, 1), elem, r.device)
-        k = need.setdefault(str(r.device), [r.device, 0, 0])
-        k[1] += kept
-        k[2] = max(k[2], act)           # the models prefill one after another
+        # each layer's cache and state live on its device (a device map spreads the layers)
+        kept = layer_cache_bytes(r.cfg, prefill + steps, cache_dtype_bytes=elem, state_dtype_bytes=max(elem, 4))
+        places = getattr(getattr(r, "model", None), "places", None) or [r.device] * len(kept)
+        for device, b in zip(places, kept):
+            need.setdefault(str(device), [device, 0, 0])[1] += b
+        for device in {str(d): d for d in places}.values():     # a chunk passes every device in turn
+            k = need[str(device)]
+            k[2] = max(k[2], activation_bytes(r.cfg, max(prefill, 1), elem, device))   # models prefill in turn
     for device, kept, act in need.values():
         free = free_bytes(device)
         if free is not None and kept + act > free:
-            where = "this GPU" if device.type == "cuda" else "this machine"
+            where = ("this GPU" if device.type == "cuda" else "this machine") if len(need) == 1 else str(device)
             return (f"{what}: {prefill + steps:,} tokens need {fmt_bytes(kept)} of cache and state and "
                     f"{fmt_bytes(act)} of activations; {where} has {fmt_bytes(free)} free")
     return None
