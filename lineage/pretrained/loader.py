@@ -225,6 +225,10 @@ def check_headers(arch, cfg, shards: Shards, params: dict, root: Path, model_typ
     with shapes_only():
         for name in shards.names():
             _check_header(arch, cfg, shards, name, params, written, model_type)
+    over = [n for n in params if written[n] > params[n].numel()]
+    if over:        # two tensors of the file land on the same parameter (a fused and a split form, say)
+        raise PretrainedError(f"{root}: the checkpoint fills {over[0]} more than once ({written[over[0]]:,} values "
+                              f"written for its {params[over[0]].numel():,}; two tensors map to it)")
     short = [n for n in params if written[n] != params[n].numel()]
     if short:
         raise PretrainedError(f"{root}: the checkpoint lacks weights config.json implies: {short[0]} "

@@ -135,3 +135,16 @@ def test_validate_refuses_a_wrong_tensor_from_its_header(built, tmp_path, monkey
     assert len(err) == 1 and err[0].startswith(f"{sc}:3:21: model.pretrained: {path / 'model.safetensors'}: tensor "
                                                f"{name}") and words in err[0], err
     assert main(["validate", str(built / family)]) == 0          # the unspoiled folder still validates
+
+
+def test_a_parameter_filled_twice_is_named_as_such(built, tmp_path):
+    """Two tensors of the file landing on one parameter (GPT-2's names with and without the
+    `transformer.` prefix) are refused as filled twice, not as missing weights."""
+    path = tmp_path / "gpt2"
+    shutil.copytree(built / "gpt2", path)
+    sd = load_file(str(path / "model.safetensors"))
+    sd["h.0.attn.c_attn.weight"] = sd["transformer.h.0.attn.c_attn.weight"].clone()
+    save_file(sd, str(path / "model.safetensors"))
+    with pytest.raises(PretrainedError, match="more than once") as e:
+        lineage.load_pretrained(path)
+    assert "lacks" not in str(e.value)
