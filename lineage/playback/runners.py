@@ -151,7 +151,8 @@ class LMRunner:
         for info, r in zip(self.info_models, self.models):
             if r.pretrained is not None:
                 info.update(pretrained=r.pretrained, dtype=str(r.dtype).removeprefix("torch."), device=str(r.device),
-                            watch=None if r.watch is None else sorted(r.watch))
+                            watch=None if r.watch is None else sorted(r.watch),
+                            places=None if r.model.places is None else [str(d) for d in r.model.places])
         notes += sorted({r.backend_note for r in self.models if r.backend_note})
         self.device, self.backend = str(device), self.models[0].backend
         prefill = self.tokens[:sc.decoding.prefill]
