@@ -14,7 +14,7 @@ from rich.cells import cell_len
 from textual.content import Content
 from textual.worker import WorkerCancelled
 
-from .screens.main import FILL_ROW, MIN_H
+from .screens.main import FILL_ROW
 from .snapshot import THEMES, about, head_lines, screen_svg, slide_steps, svg_to_png
 
 PANEL_SIZE = (100, 30)           # a slide of one panel: about 16:9 once rendered (cells are ~1:2)
@@ -148,13 +148,72 @@ async def _name_models(app, pilot, screen, shown, cursor, target) -> None:
     _short_titles(shown, models)       # a panel redrawn in the room the legend left
 
 
+def _text_width(panel) -> int | None:
+    """Cells of the longest line a text panel shows; None where it shows something else."""
+    from .widgets.text_box import TextBox
+    boxes = list(panel.children)
+    if not boxes or not all(isinstance(b, TextBox) and b.shown is not None for b in boxes):
+        return None
+    plains = [b.shown.plain if hasattr(b.shown, "plain") else str(b.shown) for b in boxes]
+    return max(cell_len(line.rstrip()) for plain in plains for line in plain.split("\n"))
+
+
+SPARE = 3                # cells a text panel keeps beside its longest line (a figure's scrollbar room)
+LEAST = (40, 10)         # a picture fitted to its text is at least this many cells (the app needs 60 x 20)
+
+
+async def _resize_slide(app, pilot, screen, shown, cursor, target, size) -> None:
+    await pilot.resize_terminal(*size)
+    await settle(pilot)
+    for p in shown:
+        p.show(cursor, target)                           # drawn in its new room
+    await pilot.pause(0.1)
+    await _name_models(app, pilot, screen, shown, cursor, target)     # the head line wraps anew
+
+
+def _cut(screen, shown) -> bool:
+    """Whether anything on the picture is cut: a panel's title or content (_crowded), or the
+    caption under them, which scrolls where its bar is too short."""
+    bar = screen.query_one("#captionbar")
+    return _crowded(shown) or (bar.display and any(c.max_scroll_y > 0 for c in bar.query("Panel")))
+
+
 async def _fit_text(app, pilot, screen, grid, shown, cursor, target) -> None:
-    """A picture of text panels only (tokens, recall, a figure's table) as tall as their text:
-    the room below it would be an empty box on the slide. The width stays."""
+    """A picture of text panels only (tokens, recall, a figure's table) as wide and as tall as
+    their text: the room beside and below it would be an empty box on the slide, the table a
+    strip in a corner of the projected picture (fig6's recall table took 40 of 160 columns and
+    6 of 20 rows). Text that fills its width (a token stream, a plot) keeps the width; so does
+    a picture whose caption or titles would be cut at the narrower one. Below the app's least
+    size too: a picture has no keys to lay out. A deck's slides never get narrower than one
+    before them, so the same table keeps its size from slide to slide."""
     from .panels.base import TextPanel
     if not shown or not all(isinstance(p, TextPanel) for p in shown) or _crowded(shown):
         return
     cols = int(grid.styles.grid_size_columns or 1)
+    full, fill = tuple(app.size), screen.slide_fill
+    widths = [_text_width(p) for p in shown]
+    if None not in widths:
+        chrome = max(p.outer_size.width - p.content_size.width for p in shown)     # border, padding
+        width = max(LEAST[0], getattr(screen, "deck_width", 0),
+                    cols * (max(widths) + chrome + SPARE) + cols - 1)              # + the grid's gutters
+        tried = width < full[0]
+        while width < full[0]:                       # wider where the caption or a title is cut
+            screen.slide_fill = True                 # rows share the screen; no "too small" notice
+            await _resize_slide(app, pilot, screen, shown, cursor, target, (width, full[1]))
+            if not _cut(screen, shown):
+                await _fit_height(app, pilot, screen, cols, shown, cursor, target)
+                if not _cut(screen, shown):
+                    screen.deck_width = width
+                    return
+            width = int(width * 1.25)
+        if tried:                                    # the width it had, as tall as its text there
+            screen.slide_fill = fill
+            await _resize_slide(app, pilot, screen, shown, cursor, target, full)
+    await _fit_height(app, pilot, screen, cols, shown, cursor, target)
+
+
+async def _fit_height(app, pilot, screen, cols: int, shown, cursor, target) -> None:
+    """As tall as the text at this width, where that is shorter."""
     tallest = max(sum(c.outer_size.height for c in p.children) + 2 for p in shown)   # + the border
     rows = -(-len(shown) // cols)
     needed = screen.query_one("#slidehead").outer_size.height + rows * tallest + \
@@ -162,12 +221,7 @@ async def _fit_text(app, pilot, screen, grid, shown, cursor, target) -> None:
     if needed + 2 >= app.size.height:
         return
     screen.slide_fill = True           # rows share what is left, so none scrolls
-    await pilot.resize_terminal(app.size.width, max(needed, MIN_H))     # smaller: the app says too small
-    await settle(pilot)
-    for p in shown:
-        p.show(cursor, target)
-    await pilot.pause(0.1)
-    await _name_models(app, pilot, screen, shown, cursor, target)
+    await _resize_slide(app, pilot, screen, shown, cursor, target, (app.size.width, max(needed, LEAST[1])))
 
 
 async def _show(app, pilot, step: int, panel: str | None, path: str, focus: bool = False,

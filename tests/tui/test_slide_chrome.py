@@ -108,6 +108,27 @@ def test_a_slide_of_text_is_as_tall_as_its_text(deck):
     assert "> 0.70  1.00     0.49" in _read(deck / "02-step0005.png")
 
 
+def test_a_slide_of_a_small_table_is_as_wide_as_the_table(deck):
+    # fig6's recall slide: a table of 31 columns and 6 rows in a frame of 160 x 20 cells, a
+    # strip with the table in its corner once projected
+    assert main(["slides", "fig6_channel_decay", "-o", str(deck)]) == 0
+    svg = _read(deck / "02-step0007.png")
+    assert _width(svg) < 0.3 * 1951 and _height(svg) < 0.35 * 1219      # the default picture's size
+    assert "0.00 0.00 0.00 0.25" in svg and "0.75" in svg and "read k2" in svg     # k3, its row whole
+    assert "facts on fast" in svg and "scroll" not in svg and "needs at least" not in svg
+
+
+def test_a_deck_of_tables_keeps_its_width_and_never_cuts_its_caption(deck):
+    # recall_overload: the last caption is the longest; as narrow as the first table, its bar
+    # was too short for it ("lines 1-4 of 5")
+    assert main(["slides", "recall_overload", "-o", str(deck)]) == 0
+    slides = [_read(p) for p in sorted(deck.glob("*.png"))]
+    widths = [_width(svg) for svg in slides]
+    assert widths == sorted(widths) and widths[0] < 0.5 * 1951
+    assert all("scroll" not in svg and "…" not in svg for svg in slides)
+    assert "favours recent" in slides[-1]
+
+
 def test_a_panels_slide_shows_every_panel_of_its_kind(tmp_path):
     # fig5 step 9: the separator clears the gated memory; its state panel is the second one
     svg = _svg(tmp_path, "fig5_gating", "--step", "9", "--panel", "state")

@@ -139,7 +139,7 @@ class MainScreen(Screen):
     def _fit_layout(self, size=None) -> None:
         """Columns by width; below the minimum a notice says what size is needed."""
         w, h = size or self.app.size
-        small = w < MIN_W or h < MIN_H
+        small = (w < MIN_W or h < MIN_H) and not self.slide_fill     # a picture fitted to its text is no app
         notice = self.query_one("#toosmall", Static)
         notice.display = small
         notice.update(f"lineage needs at least {MIN_W} x {MIN_H}; this terminal is {w} x {h}. Enlarge it or press q.")
