@@ -59,7 +59,7 @@ class AttentionRows:
     """One attention layer's softmax weights at this step (softmax attention or MLA): row h is
     what query head h of this token puts on each cached position 0 .. pos, this token included
     (the cache after its write), so each row sums to 1. What GPT-2's KV cache is read for."""
-    weights: np.ndarray        # (H, L), L = pos + 1; float16 in frames (_compact), within 1e-3 of 1 a row
+    weights: np.ndarray        # (H, L), L = pos + 1; float16 in frames (host_copy.compact), within 1e-3 of 1 a row
 
     @property
     def heads(self) -> int:
@@ -309,9 +309,11 @@ def lm_fields(obs: StepObs, cfg, load: dict, watch: frozenset | None = None) -> 
     load: layer -> (E,) int32 tokens per expert so far, updated here, so no panel re-reads history.
     watch: None keeps every layer's state; a set (a real checkpoint's, whose states are megabytes
     a layer) keeps state, decay and attention rows only for those layers (the ones its panels
-    show: runners._watched), so only what the open panels show is copied to the host."""
-    arrays: dict = {}
-    layers = []
+    show: runners._watched), so only what the open panels show is copied to the host. What is
+    kept crosses to the host together (host_copy.to_host: a few copies on a GPU, not one a tensor)."""
+    from .host_copy import to_host
+    want: dict = {}          # frame key -> (tensor, how it is stored)
+    layers, routed = [], []
     for i, lo in enumerate(obs.layers):
         mx, ff = lo.mixer, lo.ffn
         meta = {"mixer": cfg.mixers[i], "ffn": cfg.ffns[i]}
@@ -320,51 +322,55 @@ def lm_fields(obs: StepObs, cfg, load: dict, watch: frozenset | None = None) -> 
         if isinstance(mx, StateObs):
             meta["state_bytes"] = int(mx.state_bytes)
             if shown:
-                arrays[p + "S"] = _compact(mx.S[0])                      # (H, K, V)
-                arrays[p + "dS"] = _compact(mx.dS[0])                    # (H, K, V)
-                arrays[p + "k"], arrays[p + "v"], arrays[p + "read"] = (_f32(t[0]) for t in (mx.k, mx.v, mx.read))
+                want[p + "S"] = (mx.S[0], "compact")                      # (H, K, V)
+                want[p + "dS"] = (mx.dS[0], "compact")                    # (H, K, V)
+                for name in ("k", "v", "read"):
+                    want[p + name] = (getattr(mx, name)[0], "f32")        # (H, K) / (H, V)
                 if mx.beta is not None:
-                    arrays[p + "beta"] = _f32(mx.beta[0])                # (H,)
+                    want[p + "beta"] = (mx.beta[0], "f32")                # (H,)
                 if mx.alpha is not None:    # the frame key is "decay" (traces keep it); it holds alpha
-                    arrays[p + "decay"] = _f32(mx.alpha[0])              # (H,) or (H, K)
+                    want[p + "decay"] = (mx.alpha[0], "f32")              # (H,) or (H, K)
         if isinstance(mx, AttentionObs):
             meta["cache_len"], meta["cache_bytes"] = int(mx.cache_len), int(mx.cache_bytes)
             if shown:
                 # (H, L): this token's weights over positions 0 .. pos; a static (graph) cache attends
                 # over its whole buffer, whose unwritten tail gets 0: keep the written part
-                arrays[p + "attn"] = _compact(mx.weights[0][:, :int(mx.length)])
+                want[p + "attn"] = (mx.weights[0][:, :int(mx.length)], "compact")
             if mx.gate is not None:                                      # gated MLA's output gate
-                arrays[p + "gate"] = _f32(mx.gate[0]).reshape(cfg.mla.n_heads, -1)   # (H, dv)
+                want[p + "gate"] = (mx.gate[0].reshape(cfg.mla.n_heads, -1), "f32")   # (H, dv)
         if isinstance(ff, RoutingObs):
-            arrays[p + "scores"] = _f32(ff.scores[0])                    # (E,)
-            experts = arrays[p + "experts"] = ff.experts[0].cpu().numpy().astype(np.int32)   # (k,)
-            arrays[p + "weights"] = _f32(ff.weights[0])                  # (k,)
+            want[p + "scores"] = (ff.scores[0], "f32")                   # (E,)
+            want[p + "experts"] = (ff.experts[0], "i32")                 # (k,)
+            want[p + "weights"] = (ff.weights[0], "f32")                 # (k,)
             if ff.shared_share is not None:
-                meta["shared_share"] = float(ff.shared_share[0])
-            counts = load.setdefault(i, np.zeros(cfg.moe.n_experts, dtype=np.int32))
-            counts[experts] += 1
-            arrays[p + "load"] = counts.copy()                           # (E,)
+                want[p + "shared_share"] = (ff.shared_share[:1], "f32")  # read into meta below
+            routed.append((i, meta))
         for j, w in enumerate(lo.attnres or ()):
-            arrays[p + f"attnres{j}"] = _f32(w[:, 0])                    # (N,) sources of this point
+            want[p + f"attnres{j}"] = (w[:, 0], "f32")                   # (N,) sources of this point
         layers.append(meta)
     if obs.attnres_final is not None:
-        arrays["attnres_final"] = _f32(obs.attnres_final[:, 0])
-    arrays["top_ids"] = obs.top_ids[0].cpu().numpy().astype(np.int32)
-    arrays["top_probs"] = _f32(obs.top_probs[0])
-    return {"layers": layers}, arrays
+        want["attnres_final"] = (obs.attnres_final[:, 0], "f32")
+    want["top_ids"] = (obs.top_ids[0], "i32")
+    want["top_probs"] = (obs.top_probs[0], "f32")
+    arrays = to_host(want)
+    for i, meta in routed:
+        p = f"l{i}/"
+        share = arrays.pop(p + "shared_share", None)
+        if share is not None:
+            meta["shared_share"] = float(share[0])
+        counts = load.setdefault(i, np.zeros(cfg.moe.n_experts, dtype=np.int32))
+        counts[arrays[p + "experts"]] += 1
+        arrays[p + "load"] = counts.copy()                               # (E,)
+    return {"layers": layers}, _in_order(arrays, want)
 
 
-def _compact(a) -> np.ndarray:
-    """Large float matrices are stored in float16 (3 significant digits is what a heatmap and
-    its cursor readout show) unless their range needs float32. The check and the cast run where
-    the tensor lives, so a GPU sends half the bytes and the host casts nothing (numpy's float16
-    cast of one 32 x 128 x 128 state took milliseconds)."""
-    a = a.detach()
-    out = a.half() if a.numel() and float(a.abs().amax()) < 6e4 else a.float()   # NaN and inf fail the test
-    out = out.cpu().numpy()
-    # on the CPU a cast to the tensor's own dtype is the tensor: copy, so a frame never shares a live state's memory
-    return out.copy() if a.device.type == "cpu" else out
-
-
-def _f32(a) -> np.ndarray:
-    return a.detach().float().cpu().numpy()
+def _in_order(arrays: dict, want: dict) -> dict:
+    """The arrays in the order a frame has always listed them: each layer's own, its load after
+    its routing, then the step's (a trace's bytes do not depend on how they crossed)."""
+    out = {}
+    for k in want:
+        if k in arrays:
+            out[k] = arrays[k]
+            if k.endswith("/weights") and k[:-len("weights")] + "load" in arrays:
+                out[k[:-len("weights")] + "load"] = arrays[k[:-len("weights")] + "load"]
+    return out

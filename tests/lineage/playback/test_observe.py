@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from lineage.playback.session import Session
 from lineage.scenario import load
@@ -45,7 +46,7 @@ def test_compact_keeps_float16_only_where_it_holds_the_values():
     """A state goes to the host in float16 when its range allows, rounded as numpy rounds;
     a NaN, an inf or a value past float16's range keeps float32 (the panels show them as such)."""
     import torch
-    from lineage.playback.observe import _compact
+    from lineage.playback.host_copy import compact as _compact
     rng = np.random.default_rng(7)
     x = torch.from_numpy(rng.standard_normal((3, 60, 63)) * 100)            # float64, awkward sizes
     got = _compact(x)
@@ -70,3 +71,46 @@ def test_attention_short_conv_counts_in_the_element_size_the_cache_was_measured_
     layers = [{"cache_len": 10, "cache_bytes": 10 * 2 * H * D * 2}] * 2      # K and V, bf16
     got = measured_memory(layers, cfg)
     assert got["conv"] == got["state"] == 2 * (3 * H * D) * 3 * 2 and got["dtypes"].startswith("bf16")
+
+
+def _observed(device):
+    import torch
+    g = torch.Generator().manual_seed(4)
+    big = torch.randn(3, 7, 5, generator=g)
+    wide = big * 1e5                                        # past float16: keeps float32
+    nan = big.clone()
+    nan[0, 0, 0] = float("nan")
+    return {"S": (big.to(device, torch.bfloat16), "compact"), "dS": (wide.to(device), "compact"),
+            "bad": (nan.to(device), "compact"), "none": (torch.empty(0, 4, device=device), "compact"),
+            "k": (torch.randn(3, 7, generator=g).to(device), "f32"),
+            "ids": (torch.tensor([5, 2, 9], device=device), "i32"),
+            "attn": (torch.rand(2, 9, generator=g).to(device)[:, :6], "compact")}   # a slice, not contiguous
+
+
+def test_to_host_keeps_each_tensor_as_it_is_stored():
+    """host_copy.to_host: each tensor as its kind stores it (float16 where it holds, float32 past
+    float16's range and for NaN, int32 ids), in the order asked."""
+    from lineage.playback.host_copy import to_host
+    want = _observed("cpu")
+    got = to_host(want)
+    assert list(got) == list(want)
+    assert got["S"].dtype == np.float16 and got["dS"].dtype == np.float32 and got["bad"].dtype == np.float32
+    assert got["ids"].dtype == np.int32 and got["ids"].tolist() == [5, 2, 9] and got["none"].shape == (0, 4)
+    assert got["attn"].shape == (2, 6) and got["k"].dtype == np.float32
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
+def test_to_host_from_a_gpu_in_few_copies_equals_one_copy_each():
+    """On a GPU the tensors cross packed by dtype: the same arrays, dtypes and shapes as copying
+    each alone, with a CPU tensor among them (a model spread over cuda and cpu)."""
+    import torch
+
+    from lineage.playback.host_copy import _one, to_host
+    want = _observed("cuda")
+    want["cpu_k"] = (torch.randn(4, 2), "f32")
+    got = to_host(want)
+    assert list(got) == list(want)
+    for k, (t, how) in want.items():
+        one = _one(t, how)
+        assert got[k].dtype == one.dtype and got[k].shape == one.shape, k
+        assert np.array_equal(got[k], one, equal_nan=True), k
