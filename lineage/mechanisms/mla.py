@@ -78,19 +78,27 @@ class MLA(nn.Module):
 
     def _attend(self, x: Tensor, q: Tensor, cache, visible: Tensor | None = None
                 ) -> tuple[Tensor, Tensor, Tensor | None]:
-        """visible (T, L) bool, or None for causal over the whole cache. Returns the output, the
-        attention and the output gate (None without one)."""
+        """The step's attention over the cached latents, in the absorbed form: each head's query is
+        taken into the latent space through kv_b's key half (q_nope W_k . c = (q_nope W_k) . c),
+        and the weighted sum of latents out through its value half, so the cache is never expanded
+        to every head's keys and values. Expanded, a step at 32K cached tokens made and read
+        1.5 GB a layer (32 heads x 256 per latent): 23 ms a token on an H200 against 13 at 32
+        tokens. visible (T, L) bool, or None for causal over the whole cache. Returns the output,
+        the attention and the output gate (None without one)."""
         cfg = self.cfg
         B, H, T, _ = q.shape
+        dn, dv, r = cfg.qk_nope_head_dim, cfg.v_head_dim, cfg.kv_lora_rank
         L = cache.c.shape[1]
-        kv = self.kv_b(cache.c).view(B, L, H, -1).transpose(1, 2)                # (B, H, L, dn + dv)
-        k_nope, v = kv.split([cfg.qk_nope_head_dim, cfg.v_head_dim], dim=-1)
-        k = torch.cat([k_nope, cache.k_pe[:, None].expand(B, H, L, -1)], dim=-1)  # (B, H, L, dn + dr)
-        scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5                 # (B, H, T, L)
+        w = self.kv_b.weight.view(H, dn + dv, r)                                  # per head: k_nope rows, v rows
+        q_lat = torch.einsum("bhtn,hnr->bhtr", q[..., :dn], w[:, :dn])            # (B, H, T, r)
+        c = cache.c[:, None]                                                      # (B, 1, L, r)
+        scores = (q_lat @ c.transpose(-1, -2)
+                  + q[..., dn:] @ cache.k_pe[:, None].transpose(-1, -2)) * q.shape[-1] ** -0.5   # (B, H, T, L)
         if visible is None:
             visible = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T)
         probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)
-        y = (probs @ v).transpose(1, 2).reshape(B, T, H * cfg.v_head_dim)         # (B, T, H*dv)
+        read = probs @ c                                                          # (B, H, T, r): the latents read
+        y = torch.einsum("bhtr,hvr->bthv", read, w[:, dn:]).reshape(B, T, H * dv)  # (B, T, H*dv)
         gate = None
         if self.g_proj is not None:                                               # gated MLA: how much retrieval to keep
             gate = torch.sigmoid(self.g_proj(x))                                  # (B, T, H*dv)
