@@ -160,6 +160,7 @@ def save_from_app(screen) -> None:
     from lineage.files import write_new
 
     from .panels.base import Panel
+    from .widgets.heatmap import app_is_dark
     app = screen.app
     cursor, i = screen.player.cursor, screen.player.index
     if cursor is None:
@@ -187,7 +188,7 @@ def save_from_app(screen) -> None:
         app.notify(f"no snapshot: {e.filename or directory}: {e.strerror or e}", title="snapshot",
                    severity="error", timeout=8)
         return
-    theme = "light" if app.current_theme.dark is False else "dark"
+    theme = "dark" if app_is_dark(app) else "light"
     where = directory / stem
 
     def png() -> None:

@@ -22,7 +22,7 @@ from lineage.playback.frame import FrameProblem
 from lineage.scenario.panels import LAYER_PANELS
 
 from ..player import Throttle
-from ..widgets.heatmap import Heatmap
+from ..widgets.heatmap import Heatmap, app_is_dark
 from ..widgets.sweep import Sweep
 from ..widgets.text_box import TextBox
 from .common import check_options, layers_of
@@ -103,7 +103,7 @@ class Panel(Vertical, can_focus=True):
     @property
     def dark(self) -> bool:
         """Whether the app's theme is dark: which of the palette's scales this panel draws with."""
-        return self.app.current_theme.dark is not False
+        return app_is_dark(self.app)
 
     def set_subtitle(self, text: str) -> None:
         """As set_title, for the border's subtitle: a str never equals the Content stored."""

@@ -111,6 +111,7 @@ class CachePanel(Panel):
     prepare = staticmethod(prepare)
     lines = staticmethod(lines)
     MIN_INTERVAL = 0.5          # a chart costs 3-20 ms (46x16 to 150x45): during playback redraw at most twice a second
+    THEMED = True               # the chart's and its key's colours
 
     _sized: int | None = None          # the height this panel set on itself (None: the CSS's)
 
@@ -169,7 +170,7 @@ class CachePanel(Panel):
         """Log-log lines, bytes against tokens: the caches grow as a rate times the tokens, the
         state stays constant; the key under it in the same colours."""
         nc = self.app.no_color
-        colours = COLOURS[self.app.current_theme.dark is not False]
+        colours = COLOURS[self.dark]
         grow = [b.cache_at, lambda x: b.kv_equiv_per_tok * x]          # a sliding window's KV levels off
         series = [Series(name, colour, mark, fn if rate else (lambda x: None))
                   for name, rate, fn, colour, mark in zip(NAMES[:2], (b.per_tok, b.kv_equiv_per_tok), grow,
@@ -189,7 +190,3 @@ class CachePanel(Panel):
                 out.append(f" {MARKS[k] * 2} " if nc else " ██ ", style=None if nc else colours[k])
                 out.append(names[k] + "  ")
         return out
-
-    def on_mount(self) -> None:
-        # the chart's colours follow the theme: a theme picked draws it again
-        self.watch(self.app, "theme", lambda _: self.redraw(), init=False)

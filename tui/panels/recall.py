@@ -123,10 +123,7 @@ class RecallPanel(TextPanel):
     prepare = staticmethod(prepare)
     lines = staticmethod(lines)
     DEFAULT_CSS = "RecallPanel { max-height: 100; }"     # every row of every memory, never scrolled
-
-    def on_mount(self) -> None:
-        # the error colours follow the theme: a theme picked draws the table again
-        self.watch(self.app, "theme", lambda _: self.redraw(), init=False)
+    THEMED = True              # the error colours
 
     def rich(self, view: RecallPanelView) -> Text:
         names, rows = view.names, view.rows
@@ -135,7 +132,7 @@ class RecallPanel(TextPanel):
         width = max(20, self.content_region.width or 80)
         key_w, widths = _columns(names, rows, width)
         dim, bar = Style(dim=True), " │ "
-        dark = self.app.current_theme.dark is not False
+        dark = self.dark
         t = Text()
         for n, group in enumerate(_groups(key_w, widths, width)):
             if n:

@@ -329,17 +329,12 @@ class Heatmap(Widget, can_focus=True):
         return None
 
     # -- drawing ----------------------------------------------------------------------
-    def _dark(self) -> bool:
-        """Whether the app's theme is dark: a light one draws the maps in the light scales
-        (zero near the page, strong values dark), so a light slide has no dark boxes."""
-        return self.app.current_theme.dark is not False
-
     def _zero(self) -> int:
         """The colour step of a zero value on this map's scale."""
         return len(palette.DIVERGING) // 2 if self.scale == "diverging" else 0
 
     def _colour(self, i: int):
-        return palette.colour(i, self.scale, self._dark())
+        return palette.colour(i, self.scale, app_is_dark(self.app))
 
     def _text_line(self, y: int, base: Style) -> list[tuple[str, Style]]:
         f = self.fit
@@ -371,7 +366,7 @@ class Heatmap(Widget, can_focus=True):
         return int(ys[y * per]), (None if per == 1 or lower >= len(ys) else int(ys[lower]))
 
     def _block_line(self, y: int, base: Style) -> list[tuple[str, Style]]:
-        f, per, dark = self.fit, self._per(), self._dark()
+        f, per, dark = self.fit, self._per(), app_is_dark(self.app)
         ra, rb = self._rows_of_line(y)
         cr, cc = self.cursor[0] // f.rfold, self.cursor[1] // f.fold     # the drawn cell holding it
         cells = []
@@ -462,7 +457,7 @@ class Heatmap(Widget, can_focus=True):
                 caret = f"{self.marker_text} ▲"
                 at = ox + x - len(caret) + 1
             placed = [p for p in placed if p[0] + len(p[1]) < at or p[0] > at + len(caret)]
-            placed.append((max(at, 0), caret, NOW[self.app.current_theme.dark is not False]))
+            placed.append((max(at, 0), caret, NOW[app_is_dark(self.app)]))
             if name and at + len(caret) + 2 + len(name) > max(self.size.width, right):
                 # no room after the caret: the name goes before it where it fits, or not at all
                 # (the caret's "now, step N" says what the columns are)
@@ -552,7 +547,7 @@ def colour_bar(scale: str, vmax: float, width: int = 26, no_color: bool = False,
     scale its map draws with: `dark` names the theme, None the running app's (dark outside one)."""
     from rich.text import Text
     if dark is None:
-        dark = _app_is_dark()
+        dark = app_is_dark()
     n = len(palette.DIVERGING if scale == "diverging" else palette.SEQUENTIAL)
     t = Text()
     lo = f"{-vmax:+.2g}" if scale == "diverging" else f"{vmin:.2g}"
@@ -567,10 +562,14 @@ def colour_bar(scale: str, vmax: float, width: int = 26, no_color: bool = False,
     return t
 
 
-def _app_is_dark() -> bool:
-    """The running app's theme is dark (or no app runs): what a legend drawn in a panel follows."""
-    from textual._context import active_app     # the app whose widget is drawing the legend
-    try:
-        return active_app.get().current_theme.dark is not False
-    except LookupError:
-        return True
+def app_is_dark(app=None) -> bool:
+    """Whether an app's theme is dark: a light one draws the maps and panels in the palette's
+    light scales (zero near the page, strong values dark), so a light slide has no dark boxes.
+    None: the running app's, the one whose widget is drawing (dark where no app runs)."""
+    if app is None:
+        from textual._context import active_app
+        try:
+            app = active_app.get()
+        except LookupError:
+            return True
+    return app.current_theme.dark is not False

@@ -181,6 +181,7 @@ def test_the_attention_map_and_its_scale_are_light():
     ("fig5_gating.yaml", first_read, ("tokens", "state")),
     ("gated_mla.yaml", 5, ("gate",)),
     ("attention_recall.yaml", 19, ("attention", "tokens")),
+    ("fig5_gating.yaml", 17, ("recall",)),
 ])
 def test_a_theme_switch_redraws_the_panels_at_once(scenario, step, kinds):
     """No step is asked for between the switches: what the panels show is drawn again in the
@@ -201,3 +202,18 @@ def test_a_theme_switch_redraws_the_panels_at_once(scenario, step, kinds):
                 p.redraw()                                  # the step drawn afresh under this theme
                 assert _shown(p) == now, (p.kind, dark)
     _run(scenario, step, True, check)
+
+
+def test_a_theme_switch_redraws_the_cache_chart_at_once():
+    """The cache panel's colours are its chart's lines and key (#plot), not its legend."""
+    async def check(app, pilot):
+        p = _panel(app, "cache")
+        for dark in (False, True):
+            before = p.query_one("#plot", TextBox).shown
+            app.theme = THEMES[dark]
+            await pilot.pause()
+            now = p.query_one("#plot", TextBox).shown
+            assert {fg for _, fg, _ in _spans(now) if fg} != {fg for _, fg, _ in _spans(before) if fg}, dark
+            p.redraw()
+            assert p.query_one("#plot", TextBox).shown == now, dark
+    _run("tour.yaml", 12, True, check)
