@@ -532,11 +532,10 @@ class Heatmap(Widget, can_focus=True):
         if cell is not None:
             self._move_to(*cell)
 
-    def on_focus(self) -> None:
-        self._build()
-        self.refresh()
-
-    def on_blur(self) -> None:
+    def watch_has_focus(self, focused: bool) -> None:
+        # the cursor is drawn on a focused map only. Built in on_focus / on_blur, the lines came
+        # before Textual sets has_focus: a map the focus left (tab, a caption's panel) kept its cursor
+        super().watch_has_focus(focused)
         self._build()
         self.refresh()
 
