@@ -36,8 +36,8 @@ _SCALES = {(scale, dark): [Color.parse(c) for c in colours]
                                           ("sequential", False): SEQUENTIAL_LIGHT}.items()}
 NAN = -1                  # the index of a value that is not a number: drawn in a colour no scale uses
 _NAN_STYLE = Color.parse("#ff00ff")
-# a text panel's one highlight (the answer a query wants next): amber on a dark page, a deep
-# orange on a light one, as the heatmaps' "now" caret
+# the one highlight (a text panel's answer a query wants next, the heatmaps' "now" caret):
+# amber on a dark page, a deep orange on a light one
 MARK = {True: "#ffaf00", False: "#af5f00"}
 # the page a theme draws on (textual-dark's and textual-light's background): what text must read against
 PAGE = {True: Color.parse("#121212"), False: Color.parse("#e0e0e0")}

@@ -37,7 +37,7 @@ from .. import palette
 from .fitting import RULES, Fit, fit, fold, folds, row_ticks, span
 
 CURSOR = {True: Style(color="#ffffff", bold=True), False: Style(color="#000000", bold=True)}   # dark theme, light
-NOW = {True: Style(color="#ffaf00", bold=True), False: Style(color="#af5f00", bold=True)}   # dark theme, light
+NOW = {dark: Style(color=c, bold=True) for dark, c in palette.MARK.items()}   # the "now" caret: the mark
 AXIS = Style(dim=True)     # axis names and tick labels: read, not looked at
 _PLAIN = Style()
 _REVERSE = Style(reverse=True)
