@@ -467,7 +467,13 @@ class Heatmap(Widget, can_focus=True):
             right = max(right, at + len(caret) + 1)
         if name:                                   # after everything else on the line
             end = max([p[0] + len(p[1]) for p in placed], default=ox - 1)
-            placed.append((end + 2 if placed else ox, name, AXIS))
+            at = end + 2 if placed else ox
+            start = min([p[0] for p in placed], default=ox)
+            if at + len(name) > self.size.width and start - 2 - len(name) >= 0:
+                # no room after the ticks (a few columns zoomed to fill the width): before them,
+                # under the row labels, rather than cut at the widget's edge
+                at = start - 2 - len(name)
+            placed.append((at, name, AXIS))
         return self._text_strip(placed)
 
     def _build(self) -> None:

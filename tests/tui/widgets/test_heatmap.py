@@ -131,3 +131,25 @@ def test_routing_of_32_experts_in_the_grid_shows_every_expert():
             text = "\n".join(state.render_line(y).text for y in range(state.size.height))
             assert "↓ key channel 0" in text and "→ value channel" in text and " 31 " in text
     run(go())
+
+
+def test_an_axis_name_with_no_room_after_the_ticks_goes_before_them():
+    """A few columns zoomed to fill the width (fig6's 4 value channels on a slide) leave no room
+    after the last tick: the name was cut at the widget's edge ("→ val"); it goes before the
+    ticks, under the row labels, whole."""
+    class Filled(Host):
+        def compose(self):
+            hm = Heatmap()
+            hm.styles.height = "1fr"
+            yield hm
+
+    async def go():
+        app = Filled(RNG.standard_normal((8, 4)), "key channel", "value channel", "diverging")
+        async with app.run_test(size=(53, 36)) as pilot:
+            await pilot.pause(0.2)
+            hm = app.query_one(Heatmap)
+            assert hm.fit.text                         # the values printed, a column of 8 cells each
+            lines, _ = _map_text(hm)
+            foot = lines[hm._offset()[1] + hm._map_lines()].split()
+            assert foot == ["→", "value", "channel", "0", "1", "2", "3"]
+    run(go())
