@@ -91,13 +91,17 @@ class MLA(nn.Module):
         L = cache.c.shape[1]
         w = self.kv_b.weight.view(H, dn + dv, r)                                  # per head: k_nope rows, v rows
         q_lat = torch.einsum("bhtn,hnr->bhtr", q[..., :dn], w[:, :dn])            # (B, H, T, r)
-        c = cache.c[:, None]                                                      # (B, 1, L, r)
-        scores = (q_lat @ c.transpose(-1, -2)
-                  + q[..., dn:] @ cache.k_pe[:, None].transpose(-1, -2)) * q.shape[-1] ** -0.5   # (B, H, T, L)
+        # every head reads the same latents: heads and queries share one matrix's rows, (B, H*T, .),
+        # as a (B, 1, L, r) cache broadcast over H would be copied H times by matmul
+        def rows(t: Tensor) -> Tensor:                                            # (B, H, T, n) -> (B, H*T, n)
+            return t.reshape(B, H * T, t.shape[-1])
+        scores = (rows(q_lat) @ cache.c.transpose(1, 2)
+                  + rows(q[..., dn:]) @ cache.k_pe.transpose(1, 2)) * q.shape[-1] ** -0.5   # (B, H*T, L)
+        scores = scores.view(B, H, T, L)
         if visible is None:
             visible = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T)
-        probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)
-        read = probs @ c                                                          # (B, H, T, r): the latents read
+        probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)          # (B, H, T, L)
+        read = (rows(probs) @ cache.c).view(B, H, T, r)                           # (B, H, T, r): the latents read
         y = torch.einsum("bhtr,hvr->bthv", read, w[:, dn:]).reshape(B, T, H * dv)  # (B, T, H*dv)
         gate = None
         if self.g_proj is not None:                                               # gated MLA: how much retrieval to keep
