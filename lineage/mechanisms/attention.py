@@ -117,18 +117,19 @@ class SoftmaxAttention(nn.Module):
         its written prefix). Returns y (B, T, H*D), probs (B, H, T, L). With a sliding window W
         each query sees itself and the W - 1 keys before it."""
         B, H, T, D = q.shape
-        rep = H // self.cfg.kv_heads
-        k = cache.k.repeat_interleave(rep, dim=1)              # (B, H, L, D): each KV head serves `rep` query heads
-        v = cache.v.repeat_interleave(rep, dim=1)
+        G = self.cfg.kv_heads
+        k, v = cache.k, cache.v                                 # (B, G, L, D): each KV head serves H / G query heads
         L = k.shape[2]
-        scores = (q @ k.transpose(-1, -2)) * D ** -0.5         # (B, H, T, L)
+        # query heads g*rep .. g*rep + rep - 1 read KV head g: as rows of one matrix per KV head,
+        # never a copy of the cache per query head (repeat_interleave copied it H / G times a step)
+        scores = (q.reshape(B, G, H // G * T, D) @ k.transpose(-1, -2)).view(B, H, T, L) * D ** -0.5   # (B, H, T, L)
         if visible is None:
             # query i sits at absolute position L - T + i and may see keys 0 .. L - T + i
             visible = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T)
             if W := self.cfg.sliding_window:        # ... and not keys 0 .. L - T + i - W
                 visible = visible & ~torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T - W)
         probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)
-        y = (probs @ v).transpose(1, 2).reshape(B, T, H * D)   # (B, T, H*D)
+        y = (probs.reshape(B, G, H // G * T, L) @ v).view(B, H, T, D).transpose(1, 2).reshape(B, T, H * D)   # (B, T, H*D)
         return y, probs
 
     def _append(self, x: Tensor, state: KVCache | None) -> tuple[Tensor, KVCache]:
