@@ -86,6 +86,7 @@ class Panel(Vertical, can_focus=True):
         self.border_title = Content(self.title())      # a scenario's title is text, never markup
         self._title = self.title()     # the title the panel set, without the lines-shown note
         self._lines_note = ""          # " · lines 1-14 of 22 · pgup pgdn" while it scrolls
+        self._device = ""              # " · cuda:1": the device of the layer shown, in a model spread over several
         self.playing = False           # the screen says so: text is paced while playing
         self._shown = None             # (cursor, i) last drawn: resizes and pickers redraw it
         self.view = None               # the view on screen: pickers act on what it shows
@@ -119,7 +120,7 @@ class Panel(Vertical, can_focus=True):
     def set_title(self, text: str) -> None:
         """Changing a border title repaints the whole panel region; skip it when nothing changed."""
         self._title = text
-        text += self._lines_note
+        text += self._device + self._lines_note
         if str(self.border_title) != text:
             self.border_title = Content(text)          # may hold a model's name from the scenario
 
@@ -175,6 +176,7 @@ class Panel(Vertical, can_focus=True):
             self.view = view
         if self._notice:                       # the last step could not be drawn; this one may
             self.border_subtitle, self._notice = "", False
+        self._device = layer_device(cursor.info, self.options.get("model", 0), getattr(view, "layer", None))
         try:
             if isinstance(view, Unshowable):
                 raise FrameProblem(view.error)
@@ -298,6 +300,16 @@ class HeatmapPanel(Panel, can_focus=False):
             self.put(self.query_one("#legend", TextBox), view.legend)
             return True
         return False
+
+
+def layer_device(info: dict, m: int, layer) -> str:
+    """' · cuda:1' where model m is spread over devices by a device map (its info's `places`)
+    and `layer` is one of its layers; '' for a model on one device, or a view of no one layer."""
+    models = info.get("models") or []
+    places = models[m].get("places") if m < len(models) and isinstance(models[m], dict) else None
+    if not isinstance(places, list) or not isinstance(layer, int) or not 0 <= layer < len(places):
+        return ""
+    return f" · {str(places[layer])[:16]}"
 
 
 def steps(n: int) -> str:

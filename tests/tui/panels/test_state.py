@@ -19,3 +19,21 @@ def test_shared_colour_scale_across_compared_states():
             await pilot.pause(0.1)
             assert [m.vmax for m in maps] == pytest.approx(tops)
     run(go())
+
+
+def test_a_spread_models_panels_name_the_layers_device():
+    """A model a device map spread over devices (its info's `places`): the state and routing
+    panels' titles name the device of the layer they show; on one device they name none."""
+    async def go():
+        async with opened("tour", (160, 50), 3) as (pilot, app):
+            state, routing = panel(app, "state"), panel(app, "routing")
+            assert "cuda" not in str(state.border_title)
+            n = len(app.cursor.info["models"][0]["config"]["mixers"])
+            app.cursor.info["models"][0]["places"] = ["cuda:0"] * (n // 2) + ["cuda:1"] * (n - n // 2)
+            for p in (state, routing):
+                p.show(app.cursor, app.index)
+            await pilot.pause(0.1)
+            assert str(state.border_title).startswith("state") and "· cuda:0" in str(state.border_title)
+            want = "cuda:0" if routing.view.layer < n // 2 else "cuda:1"
+            assert f"· {want}" in str(routing.border_title), str(routing.border_title)
+    run(go())
