@@ -347,11 +347,11 @@ def _load_pretrained(sc: Scenario, spec, spec_path: tuple, device, base_dir: Pat
     path = pretrained_dir(spec, base_dir)
     placed = None
     if spec.device_map is not None:
+        from ..pretrained.placement import describe, gb, plan_checkpoint
         try:
-            placed = _plan(spec, path, base_dir, context)
+            placed = plan_checkpoint(path, spec.device_map, context, spec.dtype, base_dir)
         except PretrainedError as e:
             raise _weights_error(sc, spec_path + ("device_map",), str(e)) from None
-        from ..pretrained.placement import describe, gb
         notes.append("placed by device map " + spec.device_map + ": " + "; ".join(
             f"{d.device} {describe(d.units)} ({gb(d.total)})" for d in placed.used()))
     try:
@@ -360,18 +360,6 @@ def _load_pretrained(sc: Scenario, spec, spec_path: tuple, device, base_dir: Pat
     except PretrainedError as e:
         raise _weights_error(sc, spec_path + ("pretrained",), str(e)) from None
     return model, str(path)
-
-
-def _plan(spec, path: Path, base_dir: Path | None, context: int):
-    """The placement plan of a pretrained spec's device_map (a map file relative to the scenario)."""
-    from ..arithmetic import DTYPE_BYTES
-    from ..pretrained import read_model_config
-    from ..pretrained.placement import plan_map
-    text = spec.device_map
-    if text.endswith(".json") and base_dir is not None and not Path(text).expanduser().is_absolute():
-        text = str(base_dir / text)
-    cfg = read_model_config(path)[0]
-    return plan_map(cfg, text, context, DTYPE_BYTES.get(spec.dtype or "bfloat16", 2), run=True)
 
 
 def _weights_error(sc: Scenario, where: tuple, msg: str) -> ScenarioError:

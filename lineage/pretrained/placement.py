@@ -264,10 +264,25 @@ def plan_map(cfg, text: str, context: int, weight_bytes: float = 2, gpu_memory: 
     asks_gpu = _named_devices(request) != ["cpu"] and not isinstance(sizes, tuple)
     visible = visible_gpus() if asks_gpu else ()
     if run and asks_gpu and not visible:
-        raise PlacementError(f"{_what(request)}: no GPU is visible here (torch sees none); a map of cpu alone "
-                             "runs without one")
+        if request.kind not in ("auto", "balanced", "sequential"):
+            raise PlacementError(f"{_what(request)}: no GPU is visible here (torch sees none); a map of cpu alone "
+                                 "runs without one")
+        # as Hugging Face's device_map="auto" does on a machine without a GPU: everything on the CPU
+        request, visible = MapRequest("devices", request.text, devices=("cpu",)), ()
     caps = capacities(request, sizes, visible)
     return plan(cfg, request, caps, context, weight_bytes)
+
+
+def plan_checkpoint(path, device_map: str, context: int, dtype: str | None, base_dir=None) -> Plan:
+    """The plan a run makes for a scenario's pretrained model with `device_map` (a map file
+    relative to the scenario's folder, `base_dir`): what `record` loads and `validate` checks."""
+    from ..arithmetic import DTYPE_BYTES
+    from .loader import read_model_config
+    text = device_map
+    if text.endswith(".json") and base_dir is not None and not Path(text).expanduser().is_absolute():
+        text = str(Path(base_dir) / text)
+    cfg = read_model_config(path)[0]
+    return plan_map(cfg, text, context, DTYPE_BYTES.get(dtype or "bfloat16", 2), run=True)
 
 
 def units_of(model) -> list[str]:

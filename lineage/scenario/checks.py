@@ -264,6 +264,14 @@ def _check_weights(sc: Scenario, cfgs: list, loc: Located, problems: list, base_
             check_weights(cfg, arch, root, raw.get("model_type"))
         except PretrainedError as e:
             problems.append(loc.problem(sc.model_path(i) + ("pretrained",), str(e)))
+            continue
+        if spec.device_map is not None:       # planned as record would plan it here: a map that cannot fit
+            from ..pretrained.placement import plan_checkpoint
+            context = (total_steps(sc, base_dir) or 0) + sc.decoding.prefill + 2
+            try:
+                plan_checkpoint(root, spec.device_map, context, spec.dtype, base_dir)
+            except PretrainedError as e:
+                problems.append(loc.problem(sc.model_path(i) + ("device_map",), str(e)))
 
 
 def _listed(layers) -> str:

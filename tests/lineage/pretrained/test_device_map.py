@@ -161,3 +161,24 @@ def test_a_session_on_a_split_model_gives_the_cpu_frames(ckpt, tmp_path):
             a, b = (torch.as_tensor(x.state(0, layer).S).float() for x in (f, g))
             assert rel(a, b) < 2e-3, (i, layer)
     split.close(), alone.close()
+
+
+def test_validate_plans_the_map_as_record_would(ckpt, tmp_path, capsys):
+    """`lineage validate` plans a scenario's device_map here: a GPU this machine lacks is one
+    line at model.device_map, exit 2; a map of the CPU validates."""
+    bad, good = tmp_path / "bad.yaml", tmp_path / "good.yaml"
+    bad.write_text(scenario(ckpt, ", device_map: 'cuda:7'"))
+    good.write_text(scenario(ckpt, ", device_map: cpu"))
+    assert main(["validate", str(good)]) == 0
+    capsys.readouterr()
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "model.device_map" in err[0] and "cuda:7" in err[0], err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="auto on a machine without a GPU")
+def test_auto_without_a_gpu_places_everything_on_the_cpu(ckpt):
+    """As Hugging Face's device_map="auto": no GPU, every layer on the CPU."""
+    s = Session(loads(scenario(ckpt, ", device_map: auto")), device="cpu")
+    assert "placed by device map auto: cpu embedding, layers 0-4, final norm, head" in " ".join(s.info["notes"])
+    s.close()
