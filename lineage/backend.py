@@ -38,10 +38,10 @@ def set_backend(model, backend: str) -> None:
     code but not its op then runs on CUDA too, instead of failing where kernels lacks its op.
     A block a device map put on the CPU keeps the reference beside CUDA blocks on the kernels."""
     from .configs import MIXERS
-    interpret = os.environ.get("TRITON_INTERPRET") == "1"
+    spread = getattr(model, "places", None) is not None and os.environ.get("TRITON_INTERPRET") != "1"
     for blk in model.blocks:
         here = backend
-        if backend == "triton" and not interpret and next(blk.parameters()).device.type != "cuda":
+        if spread and backend == "triton" and next(blk.parameters()).device.type != "cuda":
             here = "reference"
         if MIXERS[blk.mixer_kind].kernel:
             blk.mixer.backend = here

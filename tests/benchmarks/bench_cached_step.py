@@ -65,27 +65,30 @@ def main() -> None:
     att = SoftmaxAttention(AttentionConfig(d_model=4096, n_heads=32, n_kv_heads=8, head_dim=128, bias=False,
                                     rope_dim=128)).to(dev, dtype).eval()
     for L in (int(n) for n in args.lengths.split(",")):
-        x = torch.randn(1, L, 2304, device=dev, dtype=dtype) * 0.5
-        _, lat = mla(x)                                        # a cache of L latents
-        xt = torch.randn(1, 1, 2304, device=dev, dtype=dtype) * 0.5
-        q, cache = mla._append(xt, lat)
-        new = mla._attend(xt, q, cache)[0]
-        err = rel(new, expanded_mla(mla, xt, q, cache))
-        t_new, t_old = wall(lambda: mla._attend(xt, q, cache)), wall(lambda: expanded_mla(mla, xt, q, cache))
-        print(f"MLA, {L:,} cached: absorbed {t_new * 1e3:.2f} ms, expanded {t_old * 1e3:.2f} ms, "
-              f"{t_old / t_new:.1f}x; outputs differ by {err:.1e}", flush=True)
-        del x, lat, cache
-        x = torch.randn(1, L, 4096, device=dev, dtype=dtype) * 0.5
-        _, kv = att(x)
-        xt = torch.randn(1, 1, 4096, device=dev, dtype=dtype) * 0.5
-        q, cache = att._append(xt, kv)
-        new = att._attend(q, cache)[0]
-        err = rel(new, repeated_kv(att, q, cache))
-        t_new, t_old = wall(lambda: att._attend(q, cache)), wall(lambda: repeated_kv(att, q, cache))
-        print(f"GQA, {L:,} cached: grouped {t_new * 1e3:.2f} ms, repeated {t_old * 1e3:.2f} ms, "
-              f"{t_old / t_new:.1f}x; outputs differ by {err:.1e}", flush=True)
-        del x, kv, cache
+        time_mla(mla, L, dev, dtype)
+        time_gqa(att, L, dev, dtype)
 
+
+def time_mla(mla: MLA, L: int, dev, dtype) -> None:
+    x = torch.randn(1, L, 2304, device=dev, dtype=dtype) * 0.5
+    _, lat = mla(x)                                            # a cache of L latents
+    xt = torch.randn(1, 1, 2304, device=dev, dtype=dtype) * 0.5
+    q, cache = mla._append(xt, lat)
+    err = rel(mla._attend(xt, q, cache)[0], expanded_mla(mla, xt, q, cache))
+    t_new, t_old = wall(lambda: mla._attend(xt, q, cache)), wall(lambda: expanded_mla(mla, xt, q, cache))
+    print(f"MLA, {L:,} cached: absorbed {t_new * 1e3:.2f} ms, expanded {t_old * 1e3:.2f} ms, "
+          f"{t_old / t_new:.1f}x; outputs differ by {err:.1e}", flush=True)
+
+
+def time_gqa(att: SoftmaxAttention, L: int, dev, dtype) -> None:
+    x = torch.randn(1, L, 4096, device=dev, dtype=dtype) * 0.5
+    _, kv = att(x)
+    xt = torch.randn(1, 1, 4096, device=dev, dtype=dtype) * 0.5
+    q, cache = att._append(xt, kv)
+    err = rel(att._attend(q, cache)[0], repeated_kv(att, q, cache))
+    t_new, t_old = wall(lambda: att._attend(q, cache)), wall(lambda: repeated_kv(att, q, cache))
+    print(f"GQA, {L:,} cached: grouped {t_new * 1e3:.2f} ms, repeated {t_old * 1e3:.2f} ms, "
+          f"{t_old / t_new:.1f}x; outputs differ by {err:.1e}", flush=True)
 
 if __name__ == "__main__":
     main()
