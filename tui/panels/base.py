@@ -17,6 +17,7 @@ import numpy as np
 from rich.text import Text
 from textual.containers import Vertical
 from textual.content import Content
+from textual.message import Message
 
 from lineage.playback.frame import FrameProblem
 from lineage.scenario.panels import LAYER_PANELS
@@ -131,8 +132,19 @@ class Panel(Vertical, can_focus=True):
         super().watch_scroll_y(old, new)
         self._note_lines()
 
-    def watch_virtual_size(self, size) -> None:
+    class Grew(Message):
+        """A panel's content changed height: rows sharing the screen are fitted again."""
+
+    def watch_virtual_size(self, old, size) -> None:
         self.call_after_refresh(self._note_lines)     # the room it scrolls in is set by then
+        if old.height != size.height:
+            self.post_message(self.Grew())
+
+    @property
+    def need(self) -> int:
+        """The rows this panel needs to show all it has without scrolling; 0 for one that fits
+        any room it is given (a heatmap folds, visibly, into what it has)."""
+        return 0
 
     def _note_lines(self) -> None:
         total, seen = self.virtual_size.height, self.scrollable_content_region.height
@@ -354,6 +366,11 @@ class TextPanel(Panel):
     TextPanel.-figure { max-height: 30; }
     """
     RICH_PACE = 0.0                    # the pace of the rich text during playback
+
+    @property
+    def need(self) -> int:
+        # text cannot fold: its lines and the border around them
+        return self.virtual_size.height + self.styles.gutter.height if self.virtual_size.height else 0
 
     def __init__(self, options: dict, **kw):
         super().__init__(options, **kw)

@@ -135,6 +135,10 @@ class MainScreen(Screen):
         # were fitted to a guess, and rows that fit might have been left scrolling
         self.call_after_refresh(self._fit_layout)
 
+    def on_panel_grew(self, event) -> None:
+        # a table's rows are known once it is drawn: its row of the grid may need more than a share
+        self.call_after_refresh(self._fit_layout)
+
     @unless_taken_down                 # a resize or the bar's message may come as the app quits
     def _fit_layout(self, size=None) -> None:
         """Columns by width; below the minimum a notice says what size is needed."""
@@ -153,7 +157,11 @@ class MainScreen(Screen):
         # grow into them; otherwise panels take their natural height and the grid scrolls
         rows = -(-shown // cols)
         room = h - 4 - (self.query_one("#captionbar").outer_size.height or 5)
-        grid.set_class(rows > 0 and (room >= rows * FILL_ROW or self.slide_fill), "-fill")
+        fill = rows > 0 and (room >= rows * FILL_ROW or self.slide_fill)
+        grid.set_class(fill, "-fill")
+        # the caption's panels come whole (a slide shows the panels it was asked for, tui/headless.py)
+        about = self._about[1] if self._about and not self.has_class("-slide") else ()
+        grid.styles.grid_rows = _row_heights(grid, cols, rows, room, about) if fill else None
         # narrow: a compact footer (which drops the least needed keys itself), so `? help`,
         # `q quit`, `m` and the palette key stay on it at 80 columns; below 60 the palette goes
         footer = self.query_one(KeysFooter)
@@ -349,6 +357,7 @@ class MainScreen(Screen):
         if key == self._about:
             return
         self._about = key
+        self._fit_layout()             # a table the caption is about gets the rows it needs
         grid = self.query_one("#panels", Grid)
         shown = [p for p in grid.children if isinstance(p, Panel) and p.display]
         targets = [p for kind in caption_panels(c) for p in shown if p.kind == kind]
@@ -532,6 +541,25 @@ class MainScreen(Screen):
             return
         from ..snapshot import save_from_app
         save_from_app(self)            # SVG, PNG and text under a fresh name; it says where
+
+
+def _row_heights(grid, cols: int, rows: int, room: int, about=()) -> str | None:
+    """The rows of panels sharing the screen: a row holding a text panel of a kind in `about`
+    (what the caption on screen discusses) that needs more than an equal share gets what it
+    needs, where the other rows keep FILL_ROW each; else None, equal shares. At 160x50 the
+    tour's depth table (2L + 3 lines and its border) needs 23 rows of 42: while its caption
+    quotes the `output` row, the row above gives two and its state map folds (and says so); at
+    other captions that map keeps its 32 rows whole and the table scrolls, its title saying
+    which lines show."""
+    shown = [p for p in grid.children if isinstance(p, Panel) and p.display]
+    needs = [max((p.need for p in shown[r * cols:(r + 1) * cols] if p.kind in about), default=0)
+             for r in range(rows)]
+    share = room // rows
+    fixed = {r: n for r, n in enumerate(needs) if n > share}
+    left = rows - len(fixed)
+    if not fixed or not left or room - sum(fixed.values()) < left * FILL_ROW:
+        return None
+    return " ".join(str(fixed[r]) if r in fixed else "1fr" for r in range(rows))
 
 
 def _notes(cursor) -> list[str]:

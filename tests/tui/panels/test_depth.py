@@ -24,9 +24,32 @@ def test_a_table_taller_than_its_room_says_which_lines_show_and_pages():
             await pilot.resize_terminal(160, 50)                   # maximised there, it fits
             await pilot.pause(0.5)
             assert str(depth.border_title) == "depth"
-            await pilot.press("m")                                 # in the grid's row it does not
+            await pilot.press("m")                                 # its caption's row grows to it
             await pilot.pause(0.5)
+            assert str(depth.border_title) == "depth"
+    run(go())
+
+
+def test_the_table_its_caption_quotes_gets_the_rows_it_needs():
+    """At 160x50 the tour's rows share the screen: at the depth caption the table's row grows
+    to its 21 lines (the `output` row the caption quotes shows), the row above giving two; at
+    another caption the rows share it equally, and the state map keeps its 32 rows whole.
+    At 80x24 (the grid scrolls) it cannot fit, and says so."""
+    async def go():
+        async with opened("tour", (160, 50), 24) as (pilot, app):   # "Depth: ... the output reads"
+            await pilot.pause(0.5)
+            depth = panel(app, "depth")
+            assert depth.max_scroll_y == 0 and str(depth.border_title) == "depth"
+            assert depth.region.bottom <= app.main.query_one("#panels").region.bottom
+            assert "  output  " in "\n".join(depth.text_form(app.cursor, 24, depth.options, 100))
+            app.request(0)                                         # the state caption
+            await pilot.pause(1.0)
             assert str(depth.border_title).startswith("depth · lines 1-")
+            state = panel(app, "state")
+            assert "per row" not in state.query_one("Heatmap").render_line(0).text    # its axis line
+        async with opened("tour", (80, 24), 24) as (pilot, app):
+            await pilot.pause(0.5)
+            assert str(panel(app, "depth").border_title).startswith("depth · lines 1-")
     run(go())
 
 
