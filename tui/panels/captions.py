@@ -53,24 +53,29 @@ class CaptionsPanel(TextPanel):
         """The bar took its steady height: the screen refits its rows to the room left."""
 
     def draw(self, text: str | None) -> None:
-        self._steady_height()
+        self._steady_height(text)
         if text != self._note:                         # a new note is read from its first line
             self._note = text
             self.scroll_home(animate=False)
         super().draw(text)
         self.call_after_refresh(self._show_more)      # the lines it takes are known after layout
 
-    def _steady_height(self) -> None:
+    def _steady_height(self, text: str | None) -> None:
         """As tall as the scenario's longest caption at this width (up to most_lines): a new
         caption then never changes the bar's height, so playback never reflows (and redraws)
-        the panels above."""
+        the panels above. A slide is a still picture, not playback: its bar fits its own
+        caption, so a short one on a narrow slide leaves no blank rows under it (a deck keeps
+        its slides' width, tui/headless.py; each is as tall as what it shows)."""
         width, screen_height = self.content_size.width, self.app.size.height
-        fitted = (width, screen_height)
+        still = self.screen.has_class("-slide")
+        fitted = (width, screen_height, text if still else None)
         if self._shown is None or width <= 0 or fitted == self._fitted:
             return
         self._fitted = fitted
         shown = "note: " if self.app.no_color else ""        # the text form's prefix, without colour
-        notes = [shown + (c.get("text") or "") for c in self._shown[0].info.get("captions") or []]
+        captions = [{"text": text or "(no note at this step)"}] if still else \
+            self._shown[0].info.get("captions") or []
+        notes = [shown + (c.get("text") or "") for c in captions]
         tallest = max((sum(max(1, len(textwrap.wrap(par, width, break_on_hyphens=False)))
                            for par in t.splitlines() or [""]) for t in notes), default=1)
         rows = min(max(tallest, 1), most_lines(screen_height)) + 2       # + the tall border's two rows

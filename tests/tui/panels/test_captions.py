@@ -159,6 +159,28 @@ def test_the_caption_bar_keeps_one_height_as_captions_change(no_color, monkeypat
     run(go())
 
 
+def test_a_slides_caption_bar_fits_its_own_caption():
+    """A slide is still: its bar is as tall as its own caption, not the scenario's longest
+    (recall_overload's first slide, at 90 columns two lines under a bar of four, left two
+    blank rows on the projected picture). Playing, the bar keeps the longest's height."""
+    from tests.tui.helpers import opened, slide
+
+    async def go():
+        async with opened("recall_overload", (90, 40), 6) as (pilot, app):
+            bar = app.query_one(CaptionsPanel)
+            await pilot.pause(0.2)
+            steady = bar.outer_size.height
+            await slide(pilot, app, 6)                   # "Writing 16 random keys into 8 dimensions: ..."
+            await pilot.pause(0.2)
+            lines = bar.virtual_size.height
+            assert lines == 2 and bar.max_scroll_y == 0
+            assert bar.outer_size.height == lines + 2 < steady      # + its tall border's two rows
+            await slide(pilot, app, 31)                  # the longest caption: its bar grows to it
+            await pilot.pause(0.2)
+            assert bar.max_scroll_y == 0 and bar.outer_size.height == bar.virtual_size.height + 2 == steady
+    run(go())
+
+
 def test_exported_caption_keeps_its_second_line(tmp_path):
     out = tmp_path / "x.svg"
     assert main(["snapshot", "fig5_gating", "--step", "18", "-o", str(out), "--size", "80", "24"]) == 0
