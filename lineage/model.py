@@ -7,6 +7,7 @@ replaced by attention over block sums at each of the two inputs (`attnres.DepthR
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 from dataclasses import dataclass, field
 
@@ -41,6 +42,7 @@ class Residual:
 
     def __init__(self, x: Tensor):
         self.x = x
+        self.dtype = x.dtype            # the stream's: kept when it crosses to a block of another dtype
 
     def read(self) -> tuple[Tensor, None]:
         return self.x, None                          # no depth weights: every earlier output counts once
@@ -50,8 +52,10 @@ class Residual:
 
     def to(self, device) -> None:
         """Carry the stream to the device of the block about to read it (a model spread by a
-        device map): only the (B, T, d) hidden state crosses, at a layer boundary."""
-        self.x = self.x.to(device)
+        device map): only the (B, T, d) hidden state crosses, at a layer boundary. Its dtype
+        stays its own: a block on the CPU in float32 beside bf16 GPU blocks adds its output in
+        float32, which would otherwise promote the stream for every later layer."""
+        self.x = self.x.to(device, self.dtype)
 
     def out(self) -> tuple[Tensor, None]:
         return self.x, None
@@ -152,7 +156,10 @@ class LM(nn.Module):
         Mixers use their parallel or chunked form."""
         pos, old = self._begin(state)
         res = self._residual(self._embed(ids, pos))                          # (B, T, d)
-        new = [self._moved(res, i)(res, st) for i, st in enumerate(old)]
+        new = []
+        for i, st in enumerate(old):
+            with self._on_device(res, i):
+                new.append(self.blocks[i](res, st))
         x, _ = res.out()
         if last:
             x = x[:, -1:]
@@ -164,7 +171,10 @@ class LM(nn.Module):
         pos, old = self._begin(state)
         res = self._residual(self._embed(ids_t[:, None], pos)[:, 0])         # (B, d)
         layer_obs = [None] * len(self.blocks) if obs is None else [LayerObs() for _ in self.blocks]
-        new = [self._moved(res, i).step(res, st, lo) for i, (st, lo) in enumerate(zip(old, layer_obs))]
+        new = []
+        for i, (st, lo) in enumerate(zip(old, layer_obs)):
+            with self._on_device(res, i):
+                new.append(self.blocks[i].step(res, st, lo))
         x, w = res.out()
         logits = self._head(x)                                               # (B, vocab)
         if obs is not None:
@@ -177,11 +187,15 @@ class LM(nn.Module):
     def _begin(self, state: ModelState | None) -> tuple[int, list]:
         return (0, [None] * len(self.blocks)) if state is None else (state.pos, state.layers)
 
-    def _moved(self, res, i: int) -> Block:
-        """Block i, with the stream carried to its device first where the blocks are spread."""
-        if self.places is not None:
-            res.to(self.places[i])
-        return self.blocks[i]
+    def _on_device(self, res, i: int):
+        """Where the blocks are spread: the stream carried to block i's device, and that device
+        made the current one while the block runs (Triton launches its kernels on the current
+        device, not on its tensors'). A no-op context on one device."""
+        if self.places is None:
+            return contextlib.nullcontext()
+        device = self.places[i]
+        res.to(device)
+        return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
     def _head(self, x: Tensor) -> Tensor:
         if self.places is not None:

@@ -29,9 +29,11 @@ def chunk_for(device) -> int:
 def prefill(model, ids: Tensor, state=None, chunk: int | None = None,
             progress: Callable[[int, int], None] | None = None) -> tuple[Tensor, object]:
     """ids (B, T) -> logits of the last position (B, vocab) and the model's state after it.
-    `chunk` tokens a pass (chunk_for the ids' device by default); `progress(done, total)` is
+    `chunk` tokens a pass (chunk_for the ids' device by default, the smallest over its devices
+    for a model a device map spread); `progress(done, total)` is
     called after each chunk (tokens so far, all of them)."""
-    chunk = chunk_for(ids.device) if chunk is None else chunk
+    if chunk is None:     # a model spread over devices passes each chunk through all: the smallest chunk
+        chunk = min(chunk_for(d) for d in getattr(model, "places", None) or [ids.device])
     if chunk < 1:
         raise ValueError(f"chunk must be at least 1 token, got {chunk}")
     T = ids.shape[1]

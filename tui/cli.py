@@ -113,10 +113,6 @@ def _memory_plan(cfg, args) -> int:
     from lineage.pretrained import PretrainedError
     from lineage.pretrained.placement import describe, gb, plan_map
     try:
-        import accelerate  # noqa: F401  (the planner)
-    except ImportError:
-        return err("lineage memory --device-map needs accelerate: pip install -e '.[multigpu]'")
-    try:
         p = plan_map(cfg, args.device_map, args.context, args.weight_bytes, args.gpu_memory)
     except PretrainedError as e:          # PlacementError is one
         print(f"lineage memory: {str(e).splitlines()[0]}", file=sys.stderr)

@@ -120,7 +120,7 @@ class SoftmaxAttention(nn.Module):
         G = self.cfg.kv_heads
         k, v = cache.k, cache.v                                 # (B, G, L, D): each KV head serves H / G query heads
         L = k.shape[2]
-        # query heads g*rep .. g*rep + rep - 1 read KV head g: as rows of one matrix per KV head,
+        # query heads g*H/G .. (g+1)*H/G - 1 read KV head g: as rows of one matrix per KV head,
         # never a copy of the cache per query head (repeat_interleave copied it H / G times a step)
         scores = (q.reshape(B, G, H // G * T, D) @ k.transpose(-1, -2)).view(B, H, T, L) * D ** -0.5   # (B, H, T, L)
         if visible is None:

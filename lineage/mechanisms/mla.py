@@ -14,9 +14,16 @@ from .rope import rotate
 from .static_cache import StaticCache
 
 
+def _rows(t: Tensor) -> Tensor:
+    """(B, H, T, n) -> (B, H*T, n): every head's queries as the rows of one matrix."""
+    B, H, T, n = t.shape
+    return t.reshape(B, H * T, n)
+
+
 @dataclass
 class LatentCache:
-    c: Tensor       # (B, L, kv_lora_rank): normalised latent, expanded to keys and values on read
+    c: Tensor       # (B, L, kv_lora_rank): normalised latent; the forward expands it to keys and
+                    # values, the step reads it as it is (the absorbed form, MLA._attend)
     k_pe: Tensor    # (B, L, qk_rope_head_dim): the key part shared by all heads
 
     @property
@@ -93,15 +100,13 @@ class MLA(nn.Module):
         q_lat = torch.einsum("bhtn,hnr->bhtr", q[..., :dn], w[:, :dn])            # (B, H, T, r)
         # every head reads the same latents: heads and queries share one matrix's rows, (B, H*T, .),
         # as a (B, 1, L, r) cache broadcast over H would be copied H times by matmul
-        def rows(t: Tensor) -> Tensor:                                            # (B, H, T, n) -> (B, H*T, n)
-            return t.reshape(B, H * T, t.shape[-1])
-        scores = (rows(q_lat) @ cache.c.transpose(1, 2)
-                  + rows(q[..., dn:]) @ cache.k_pe.transpose(1, 2)) * q.shape[-1] ** -0.5   # (B, H*T, L)
+        scores = (_rows(q_lat) @ cache.c.transpose(1, 2)
+                  + _rows(q[..., dn:]) @ cache.k_pe.transpose(1, 2)) * q.shape[-1] ** -0.5   # (B, H*T, L)
         scores = scores.view(B, H, T, L)
         if visible is None:
             visible = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T)
         probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)          # (B, H, T, L)
-        read = (rows(probs) @ cache.c).view(B, H, T, r)                           # (B, H, T, r): the latents read
+        read = (_rows(probs) @ cache.c).view(B, H, T, r)                           # (B, H, T, r): the latents read
         y = torch.einsum("bhtr,hvr->bthv", read, w[:, dn:]).reshape(B, T, H * dv)  # (B, T, H*dv)
         gate = None
         if self.g_proj is not None:                                               # gated MLA: how much retrieval to keep

@@ -67,18 +67,27 @@ def memory_problem(models: list, prefill: int, steps: int, what: str) -> str | N
     what each keeps (cache and state at the last step, lineage.arithmetic.model_memory) and the
     transient peak of the chunked prefill (lineage.prefill.activation_bytes), against free_bytes."""
     from ..arithmetic import fmt_bytes, layer_cache_bytes
-    from ..prefill import activation_bytes
+    from ..prefill import activation_bytes, chunk_for
     need: dict = {}                     # device -> [kept, transient]
     for r in models:
         elem = r.torch.empty((), dtype=r.dtype).element_size()
         # each layer's cache and state live on its device (a device map spreads the layers)
-        kept = layer_cache_bytes(r.cfg, prefill + steps, cache_dtype_bytes=elem, state_dtype_bytes=max(elem, 4))
-        places = getattr(getattr(r, "model", None), "places", None) or [r.device] * len(kept)
+        places = getattr(getattr(r, "model", None), "places", None)
+        if places is None:
+            kept = layer_cache_bytes(r.cfg, prefill + steps, cache_dtype_bytes=elem, state_dtype_bytes=max(elem, 4))
+            places, sizes = [r.device] * len(kept), [elem] * len(kept)
+        else:                   # each layer's cache and state live on its device, in its dtype
+            sizes = [next(b.parameters()).element_size() for b in r.model.blocks]
+            kept = [layer_cache_bytes(r.cfg, prefill + steps, cache_dtype_bytes=e, state_dtype_bytes=max(e, 4))[i]
+                    for i, e in enumerate(sizes)]
         for device, b in zip(places, kept):
             need.setdefault(str(device), [device, 0, 0])[1] += b
-        for device in {str(d): d for d in places}.values():     # a chunk passes every device in turn
+        # a chunk passes every device in turn, at the smallest chunk of them (lineage.prefill)
+        chunk_device = min(places, key=chunk_for)
+        for i, device in {str(d): (j, d) for j, d in enumerate(places)}.values():
             k = need[str(device)]
-            k[2] = max(k[2], activation_bytes(r.cfg, max(prefill, 1), elem, device))   # models prefill in turn
+            act = activation_bytes(r.cfg, max(prefill, 1), sizes[i], chunk_device)
+            k[2] = max(k[2], act)           # the models prefill one after another
     for device, kept, act in need.values():
         free = free_bytes(device)
         if free is not None and kept + act > free:
@@ -250,7 +259,7 @@ class SteppedModel:
             context = (total_steps(sc) or 0) + sc.decoding.prefill + 2
             self.model, self.pretrained = _load_pretrained(sc, spec, spec_path, device, base_dir, context, notes)
             dtype = next(self.model.parameters()).dtype
-            if self.model.places is not None:      # ids go in where the embedding is
+            if spec.device_map is not None:        # the map chose the devices: ids go in where the embedding is
                 device = self.model.wte.weight.device
         else:
             torch.manual_seed(sc.weights.seed)       # same seed, same preset: same weights side by side

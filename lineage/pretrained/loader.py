@@ -77,8 +77,7 @@ def load_pretrained(path, device="cpu", dtype=None, device_map: dict | None = No
     wrong with the directory."""
     import torch
     cfg, arch, root, raw = read_model_config(path)
-    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else {}    # a multimodal composite's
-    own = raw.get("dtype") or raw.get("torch_dtype") or text.get("dtype") or text.get("torch_dtype")
+    own = own_dtype(raw)
     tokenizer = load_tokenizer(root)        # a broken tokenizer file is found before any weight is read
     shards, model, params = check_weights(cfg, arch, root, raw.get("model_type"))
     where = _devices(params, device_map, device)
@@ -86,7 +85,7 @@ def load_pretrained(path, device="cpu", dtype=None, device_map: dict | None = No
     for d in set(where.values()):
         # the CPU has no bf16 triangular solve (the chunked reference needs one): float32 there
         want = "float32" if dtype is None and d.type == "cpu" else dtype
-        types[d] = torch_dtype(want) or torch_dtype(dtype_name(own) or "float32")
+        types[d] = torch_dtype(want) or torch_dtype(own)
     # a router's choice bias stays float32 (as the reference keeps it): in bf16 near-equal experts would swap
     dest = {n: torch.empty(p.shape, dtype=torch.float32 if n.endswith("score_bias") else types[where[n]],
                            device=where[n]) for n, p in params.items()}
@@ -113,6 +112,14 @@ def load_pretrained(path, device="cpu", dtype=None, device_map: dict | None = No
     except ValueError as e:
         raise PretrainedError(str(e)) from None
     return model.eval(), tokenizer
+
+
+def own_dtype(raw: dict) -> str:
+    """The dtype config.json says the weights are in (`dtype` or `torch_dtype`, a multimodal
+    composite's under `text_config`), as torch names it; float32 when it names none we know."""
+    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else {}
+    own = raw.get("dtype") or raw.get("torch_dtype") or text.get("dtype") or text.get("torch_dtype")
+    return (dtype_name(own) if isinstance(own, str) else None) or "float32"
 
 
 def _devices(params: dict, device_map: dict | None, device) -> dict:

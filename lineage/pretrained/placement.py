@@ -254,11 +254,17 @@ def _available_cpu_bytes() -> int:
 
 
 def plan_map(cfg, text: str, context: int, weight_bytes: float = 2, gpu_memory: str | None = None,
-             run: bool = False) -> Plan:
+             run: bool = False, cpu_float32: bool = False) -> Plan:
     """`--device-map TEXT [--gpu-memory SIZES]` for cfg at `context` tokens: parsed, sized against
     the GPUs it names (the visible ones' free memory unless --gpu-memory describes a machine;
     a map of the CPU alone asks no GPU) and planned. `run`: for a load here, which only the
-    visible GPUs can take. PlacementError, one line, where it cannot be."""
+    visible GPUs can take. `cpu_float32`: the load puts the CPU's layers in float32 (no dtype
+    asked), so a map that may use the CPU is planned at 4 bytes a weight. PlacementError, one
+    line, where it cannot be (accelerate missing included)."""
+    try:
+        import accelerate  # noqa: F401  (the planner)
+    except ImportError:
+        raise PlacementError(f"--device-map {text[:80]} needs accelerate: pip install -e '.[multigpu]'") from None
     request = parse_device_map(text)
     sizes = parse_gpu_memory(gpu_memory) if gpu_memory is not None else None
     asks_gpu = _named_devices(request) != ["cpu"] and not isinstance(sizes, tuple)
@@ -270,6 +276,8 @@ def plan_map(cfg, text: str, context: int, weight_bytes: float = 2, gpu_memory: 
         # as Hugging Face's device_map="auto" does on a machine without a GPU: everything on the CPU
         request, visible = MapRequest("devices", request.text, devices=("cpu",)), ()
     caps = capacities(request, sizes, visible)
+    if cpu_float32 and "cpu" in caps:
+        weight_bytes = max(weight_bytes, 4)
     return plan(cfg, request, caps, context, weight_bytes)
 
 
@@ -277,12 +285,13 @@ def plan_checkpoint(path, device_map: str, context: int, dtype: str | None, base
     """The plan a run makes for a scenario's pretrained model with `device_map` (a map file
     relative to the scenario's folder, `base_dir`): what `record` loads and `validate` checks."""
     from ..arithmetic import DTYPE_BYTES
-    from .loader import read_model_config
+    from .loader import own_dtype, read_model_config
     text = device_map
     if text.endswith(".json") and base_dir is not None and not Path(text).expanduser().is_absolute():
         text = str(Path(base_dir) / text)
-    cfg = read_model_config(path)[0]
-    return plan_map(cfg, text, context, DTYPE_BYTES.get(dtype or "bfloat16", 2), run=True)
+    cfg, _, _, raw = read_model_config(path)
+    # the bytes a weight takes as the loader will load it: the dtype asked, else the checkpoint's own
+    return plan_map(cfg, text, context, DTYPE_BYTES[dtype or own_dtype(raw)], run=True, cpu_float32=dtype is None)
 
 
 def units_of(model) -> list[str]:

@@ -182,3 +182,42 @@ def test_auto_without_a_gpu_places_everything_on_the_cpu(ckpt):
     s = Session(loads(scenario(ckpt, ", device_map: auto")), device="cpu")
     assert "placed by device map auto: cpu embedding, layers 0-4, final norm, head" in " ".join(s.info["notes"])
     s.close()
+
+
+def test_a_map_of_one_other_device_runs_there(ckpt):
+    """Every layer mapped to the CPU while the scenario's device is another (a GPU box's auto,
+    here the meta device standing in): the ids, the memory check and the step follow the map."""
+    s = Session(loads(scenario(ckpt, ", device_map: cpu")), device="meta")
+    r = s.runner.models[0]
+    assert r.model.places is None and r.device.type == "cpu" and r.graph_mode is None
+    assert s.frame(3).state(0, 4) is not None
+    s.close()
+
+
+def test_a_map_without_accelerate_is_one_line(ckpt, tmp_path, capsys, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "accelerate", None)       # `import accelerate` raises ImportError
+    code = main(["record", str(ckpt), "--ids", "5,6,7", "--device-map", "cpu", "-o", str(tmp_path / "t.trace")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "needs accelerate" in err[0], err
+
+
+def test_the_plan_counts_the_bytes_the_load_allocates(ckpt):
+    """A float32 checkpoint mapped to the CPU with no dtype asked: the plan's weight bytes are
+    the loaded parameters' bytes (it planned bf16's 2 bytes a weight before)."""
+    from lineage.pretrained.placement import plan_checkpoint
+    p = plan_checkpoint(ckpt, "cpu", 16, None)
+    model, _ = lineage.load_pretrained(ckpt, device_map=p.device_map)
+    loaded = sum(t.numel() * t.element_size() for t in {id(t): t for t in model.parameters()}.values())
+    assert sum(d.weight_bytes for d in p.devices) == loaded
+
+
+def test_the_stream_keeps_its_dtype_across_a_block_of_another():
+    """A bf16 stream that took a float32 block's output (a CPU layer beside bf16 GPU layers)
+    crosses to the next block in bf16, as a one-device bf16 model's would."""
+    from lineage.model import Residual
+    res = Residual(torch.ones(1, 4, dtype=torch.bfloat16))
+    res.add(torch.full((1, 4), 0.5))                             # float32: the stream is promoted
+    assert res.x.dtype == torch.float32
+    res.to("cpu")
+    assert res.x.dtype == torch.bfloat16 and res.x.tolist() == [[1.5] * 4]
