@@ -78,8 +78,9 @@ def memory_problem(models: list, prefill: int, steps: int, what: str) -> str | N
             places, sizes = [r.device] * len(kept), [elem] * len(kept)
         else:                   # each layer's cache and state live on its device, in its dtype
             sizes = [next(b.parameters()).element_size() for b in r.model.blocks]
-            kept = [layer_cache_bytes(r.cfg, prefill + steps, cache_dtype_bytes=e, state_dtype_bytes=max(e, 4))[i]
-                    for i, e in enumerate(sizes)]
+            per = {e: layer_cache_bytes(r.cfg, prefill + steps, cache_dtype_bytes=e, state_dtype_bytes=max(e, 4))
+                   for e in set(sizes)}                     # once per dtype, not once per layer
+            kept = [per[e][i] for i, e in enumerate(sizes)]
         for device, b in zip(places, kept):
             need.setdefault(str(device), [device, 0, 0])[1] += b
         # a chunk passes every device in turn, at the smallest chunk of them (lineage.prefill)
@@ -254,10 +255,11 @@ class SteppedModel:
         self.watch = watch
         self.pretrained = None
         notes = notes if notes is not None else []
+        self.capacity = (total_steps(sc) or 0) + sc.decoding.prefill + 2     # positions cached by the last step
         if spec is not None and spec.pretrained is not None:
             device = _device(torch, spec.device, notes) if spec.device else device
-            context = (total_steps(sc) or 0) + sc.decoding.prefill + 2
-            self.model, self.pretrained = _load_pretrained(sc, spec, spec_path, device, base_dir, context, notes)
+            self.model, self.pretrained = _load_pretrained(sc, spec, spec_path, device, base_dir, self.capacity,
+                                                           notes)
             dtype = next(self.model.parameters()).dtype
             if spec.device_map is not None:        # the map chose the devices: ids go in where the embedding is
                 device = self.model.wte.weight.device
@@ -290,7 +292,6 @@ class SteppedModel:
             # per-device graphs (one for each device's run of layers) are not built yet
             notes.append("the model spans devices: its steps run eagerly (one CUDA graph cannot span devices)")
         self.graph_mode = None if off else mode
-        self.capacity = (total_steps(sc) or 0) + sc.decoding.prefill + 2
         self.stepper = None
 
     def prefill(self, ids: list[int], progress=None) -> None:
