@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from lineage.playback.session import Session
+from lineage.playback.session import Session, caption_at
 from lineage.scenario import load
 from tests.lineage.scenario.test_caption_truth import DERIVED, LESSONS, SC, _matches, _numbers, _shown_numbers
 from tui.headless import slide_kinds
@@ -60,4 +60,51 @@ def _wrong_on_slides(name: str) -> list[str]:
 @pytest.mark.parametrize("name", LESSONS + MODELS)
 def test_each_slide_shows_the_numbers_its_caption_states(name):
     wrong = _wrong_on_slides(name)
+    assert not wrong, "\n".join(wrong)
+
+
+NAMED_STEP = re.compile(r"\bat step (\d+)\b", re.IGNORECASE)
+
+
+def _wrong_while_shown(name: str) -> list[str]:
+    """A caption stays on screen from its first step to its last: a number it states must be
+    printed at every one of them (by the panels its slide shows), or the caption names the
+    one step it is about ("at step 25, the output reads 35%"), which is then checked alone."""
+    s = Session(load(SC / f"{name}.yaml"))
+    try:
+        caps = [c for c in s.info["captions"] if c["at"] < s.total]
+        wrong = []
+        for c in caps:
+            words = [w for w in _numbers(c["text"]) if w not in DERIVED.get(name, set())]
+            shares = [w for w in PERCENT.findall(c["text"]) if w not in DERIVED.get(name, set())]
+            words = [w for w in words if w not in ELSEWHERE.get((name, c["at"] + 1), set())]
+            shares = [w for w in shares if w + "%" not in ELSEWHERE.get((name, c["at"] + 1), set())]
+            if not words and not shares:
+                continue                               # nothing to read off the screen
+            named = [int(n) - 1 for n in NAMED_STEP.findall(c["text"])]
+            # on screen until its `until`, else until the next caption starts (caption_at)
+            steps = named or [i for i in range(c["at"], s.total) if caption_at(caps, i) is c]
+            for i in steps:
+                kinds = slide_kinds(s.info, i)
+                shown = _shown_numbers(render(s, i, kinds[0] if kinds else None).split("\nnote:")[0])
+                missing = [w for w in words if not _matches(w, shown)]
+                missing += [w + "%" for w in shares if not _percent_shown(w, shown)]
+                if missing:
+                    wrong.append(f"{name} caption at step {c['at'] + 1}: {missing} not on screen at step {i + 1}")
+                    break
+        return wrong
+    finally:
+        s.close()
+
+
+# captions whose numbers hold on their slide step only, still to be reworded or cut short
+# (issue #28): strict, so one fixed must leave this list
+NOT_YET = {"fig3_dials", "decayed_memory", "decode_bytes", "forgetting", "attention_recall",
+           "lineage_compare_random", "forgetting_gone", "long_document"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="issue #28"))
+                                  if n in NOT_YET else n for n in LESSONS + MODELS])
+def test_a_captions_numbers_hold_on_every_step_it_is_shown(name):
+    wrong = _wrong_while_shown(name)
     assert not wrong, "\n".join(wrong)
