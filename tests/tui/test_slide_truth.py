@@ -99,7 +99,7 @@ def _wrong_while_shown(name: str) -> list[str]:
 
 # captions whose numbers hold on their slide step only, still to be reworded or cut short
 # (issue #28): strict, so one fixed must leave this list
-NOT_YET = {"decayed_memory", "forgetting", "attention_recall", "forgetting_gone", "long_document"}
+NOT_YET = {"forgetting", "attention_recall", "forgetting_gone", "long_document"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="issue #28"))
