@@ -305,6 +305,8 @@ class FigurePanel(TextPanel):
     def draw(self, row: dict | None) -> None:
         super().draw(row)
         body = self.query_one("#body")
+        if self.has_class("-maximized"):
+            return                               # maximised: the CSS's 1fr, the whole height
         rows = len(str(body.shown.plain if hasattr(body.shown, "plain") else body.shown).split("\n"))
         if self.styles.height is None or self.styles.height.value != rows + 2:
             self.styles.height = rows + 2        # grid rows keep their first height: say the new one

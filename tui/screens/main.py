@@ -509,6 +509,12 @@ class MainScreen(Screen):
     def watch_maximized(self, before, now) -> None:
         # a content-sized panel gets no resize when maximised or restored (m, esc, the palette):
         # redraw it in its new room, so a figure's plot follows
+        if isinstance(now, Panel) and now.styles.inline.has_rule("height"):
+            # a height set to its content in the grid would beat the CSS's 1fr: the panel
+            # floated mid-screen with blank rows around it (its redraw in the grid sets it again)
+            now.styles.height = None
+            if hasattr(now, "_sized"):
+                now._sized = None
         for w in (before, now):
             if isinstance(w, Panel):
                 self.call_after_refresh(w.redraw)
