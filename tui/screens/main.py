@@ -162,6 +162,11 @@ class MainScreen(Screen):
         # the caption's panels come whole (a slide shows the panels it was asked for, tui/headless.py)
         about = self._about[1] if self._about and not self.has_class("-slide") else ()
         grid.styles.grid_rows = _row_heights(grid, cols, rows, room, about) if fill else None
+        # rows that scroll (120x40): a table the caption quotes is shown whole where the grid's
+        # height holds it, not capped at a text panel's usual height and scrolled
+        for p in grid.children:
+            if isinstance(p, Panel):
+                p.set_class(not fill and p.kind in about and 0 < p.need <= room, "-whole")
         # narrow: a compact footer (which drops the least needed keys itself), so `? help`,
         # `q quit`, `m` and the palette key stay on it at 80 columns; below 60 the palette goes
         footer = self.query_one(KeysFooter)
