@@ -73,3 +73,53 @@ def test_reads_while_a_worker_appends():
     assert read == set(range(len(frames)))           # from disk and from memory
     # and many of them while the worker appended: old frames (from the file) and the newest
     assert len({i for i, n in during if n - i > 16}) > 5 and len({i for i, n in during if n - i <= 4}) > 5, during
+
+
+class Held:
+    """os.pwritev as a slow disk: every write waits until `go` is set."""
+
+    def __init__(self, monkeypatch):
+        from lineage.playback import store as store_module
+        self.real, self.go, self.calls = store_module._pwrite, threading.Event(), 0
+        monkeypatch.setattr(store_module, "_pwrite", self)
+
+    def __call__(self, fd, views, offset):
+        self.calls += 1
+        assert self.go.wait(10), "the test never let the write through"
+        return self.real(fd, views, offset)
+
+
+def test_a_step_does_not_wait_for_its_frame_to_be_written(monkeypatch):
+    """The write goes to the store's writer thread: append returns while the disk is still busy
+    with the frame, which is served from memory meanwhile, then read back from the file."""
+    disk = Held(monkeypatch)
+    store, frames = FrameStore(budget=1), [_frame(i) for i in range(3)]
+    for f in frames:
+        store.append(f)                             # would hang here if the write were in append
+    assert len(store) == 3 and store[0] == frames[0] and store._spans[0] is None
+    disk.go.set()
+    store.flush()
+    assert all(span is not None for span in store._spans) and not store._unwritten
+    store._recent.clear()
+    assert list(store) == frames                    # every one from the file now
+    store.close()
+
+
+def test_a_writer_behind_by_the_waiting_budget_holds_the_step_back(monkeypatch):
+    """Frames waiting for the writer count against the waiting budget: past it, append waits
+    for the disk instead of holding more in memory (and instead of refusing the frame)."""
+    disk = Held(monkeypatch)
+    one = len(_frame(0).to_bytes())
+    store, frames = FrameStore(budget=1, waiting_budget=2 * one), [_frame(i) for i in range(4)]
+    store.append(frames[0])
+    store.append(frames[1])
+    third = threading.Thread(target=store.append, args=(frames[2],))
+    third.start()
+    third.join(0.3)
+    assert third.is_alive() and len(store) == 2      # waiting for the disk
+    disk.go.set()
+    third.join(10)
+    store.append(frames[3])
+    store.flush()
+    assert list(store) == frames and store.problem is None
+    store.close()
