@@ -436,6 +436,9 @@ class _Entry(TraceWriter):
         self.close()
         if self.abandoned:
             return
+        if self.frames == 0:           # closed before its first step (q while opening): nothing to keep
+            self._drop()
+            return
         try:
             try:
                 there = os.lstat(self.path)

@@ -82,6 +82,38 @@ def test_quitting_while_playing_exits_cleanly_and_publishes_the_cache(faster, ca
     assert published(cache_dir)                                # the session's close published it
 
 
+def test_quitting_while_the_scenario_opens_leaves_no_partial(cache_dir, monkeypatch):
+    """q while "opening ..." (on a GPU box the first open takes seconds): the session the loading
+    worker finishes after the app has gone is closed, and having made no frame it leaves neither
+    a partial nor an empty entry in the cache (one used to be left behind, the session unclosed)."""
+    import threading
+    import tui.screens.main as main_screen
+    opened, release = [], threading.Event()
+
+    def slow_open(path, salvage, stage):
+        release.wait(10)                              # still opening when q arrives
+        cursor = open_for_app(path, salvage, stage)
+        opened.append(cursor)
+        return cursor
+    open_for_app = main_screen.open_for_app
+    monkeypatch.setattr(main_screen, "open_for_app", slow_open)
+
+    async def go():
+        app = LineageApp(str(SC / "fig5_gating.yaml"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause(0.2)
+            await pilot.press("q")
+        return app
+    app = run(go())
+    release.set()
+    for _ in range(200):                              # the worker ends off the UI thread
+        if opened and opened[0]._closed:
+            break
+        time.sleep(0.05)
+    assert app.return_code == 0 and opened and opened[0]._closed
+    assert not [p for p in cache_dir.rglob("*") if p.suffix in (".partial", ".trace")]
+
+
 class LateCursor:
     """A file a loading worker finished opening after the screen was taken down."""
     info = {"title": "late", "captions": []}

@@ -212,7 +212,11 @@ class MainScreen(Screen):
         except Unopened as e:
             self.app.call_from_thread(self._open_failed, path, e.lines)
             return
-        self.app.call_from_thread(self._opened, cursor, path)
+        try:
+            self.app.call_from_thread(self._opened, cursor, path)
+        except RuntimeError:           # the app quit while this opened (q during "opening ..."):
+            if cursor is not self._borrowed:
+                cursor.close()         # nobody else will, and a session's cache entry is published
 
     @unless_taken_down
     def _open_failed(self, path: str, lines: list[str], quotes_file: bool = True) -> None:
