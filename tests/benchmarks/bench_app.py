@@ -7,6 +7,8 @@ Reports: time to the first paint and to the first model frame after launch, auto
 "max" with every panel live, bytes written to the terminal per step, and resident memory.
 With --goto N: the time from `g N enter` (pressed once the first frame is up) until the counter
 shows step N, and the first progress line the timeline showed meanwhile (if any).
+With --quit S: play for S seconds, press `q`, and time until the process has gone, with its exit
+code and what it left in the trace cache (a fresh folder: one entry, no partial, is right).
 The app reads and writes the trace cache (lineage/playback/cache.py): run with
 LINEAGE_CACHE_DIR=off to measure a first launch, or with a directory holding an entry to
 measure a scenario opened before.
@@ -99,6 +101,37 @@ def measure_goto(scenario: str | None, cols: int, rows: int, step: int) -> dict:
     return out
 
 
+def measure_quit(scenario: str | None, cols: int, rows: int, play: float) -> dict:
+    """Play for `play` seconds, press q: seconds until the app has exited, and what it published."""
+    import tempfile
+    from pathlib import Path
+    out = {"size": f"{cols}x{rows}"}
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["LINEAGE_CACHE_DIR"] = cache           # the child inherits it
+        pid, fd = _launch(scenario, cols, rows)
+        first, _ = _until(fd, STEP, 120)
+        out["first model frame (s)"] = first
+        _until(fd, re.compile(rb"$^"), 1.0)
+        os.write(fd, b" ")
+        _until(fd, re.compile(rb"$^"), play)
+        os.write(fd, b"q")
+        t_q, status = time.perf_counter(), None
+        while time.perf_counter() - t_q < 60:
+            _read(fd, 0.02)                               # keep the pty drained: a full one blocks the app
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        out["q until exited (s)"] = time.perf_counter() - t_q
+        out["exit code"] = os.waitstatus_to_exitcode(status) if status is not None else "killed after 60 s"
+        where = Path(cache) / "lineage-trace-cache"
+        out["cache entries"] = len(list(where.glob("*.trace")))
+        out["partials left"] = len(list(where.glob("*.partial")))
+    return out
+
+
 def measure(scenario: str | None, cols: int, rows: int, steps: int) -> dict:
     t0 = time.perf_counter()
     pid, fd = _launch(scenario, cols, rows)
@@ -175,8 +208,11 @@ def main(argv=None) -> int:
     p.add_argument("--size", type=int, nargs=2, default=[160, 50])
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--goto", type=int, default=None, metavar="N", help="time `g N` instead of autoplay")
+    p.add_argument("--quit", type=float, default=None, metavar="S", help="play S seconds, then time `q`")
     a = p.parse_args(argv)
-    if a.goto is not None:
+    if a.quit is not None:
+        res = measure_quit(a.scenario, a.size[0], a.size[1], a.quit)
+    elif a.goto is not None:
         res = measure_goto(a.scenario, a.size[0], a.size[1], a.goto)
     else:
         res = measure(a.scenario, a.size[0], a.size[1], a.steps)
