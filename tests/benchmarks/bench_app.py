@@ -25,8 +25,10 @@ import re
 import select
 import struct
 import sys
+import tempfile
 import termios
 import time
+from pathlib import Path
 
 STEP = re.compile(rb"step (\d+) / ([1-9]\d*)")
 
@@ -103,12 +105,15 @@ def measure_goto(scenario: str | None, cols: int, rows: int, step: int) -> dict:
 
 def measure_quit(scenario: str | None, cols: int, rows: int, play: float) -> dict:
     """Play for `play` seconds, press q: seconds until the app has exited, and what it published."""
-    import tempfile
-    from pathlib import Path
     out = {"size": f"{cols}x{rows}"}
     with tempfile.TemporaryDirectory() as cache:
+        before = os.environ.get("LINEAGE_CACHE_DIR")
         os.environ["LINEAGE_CACHE_DIR"] = cache           # the child inherits it
         pid, fd = _launch(scenario, cols, rows)
+        if before is None:
+            del os.environ["LINEAGE_CACHE_DIR"]
+        else:
+            os.environ["LINEAGE_CACHE_DIR"] = before
         first, _ = _until(fd, STEP, 120)
         out["first model frame (s)"] = first
         _until(fd, re.compile(rb"$^"), 1.0)

@@ -214,9 +214,13 @@ class MainScreen(Screen):
             return
         try:
             self.app.call_from_thread(self._opened, cursor, path)
-        except RuntimeError:           # the app quit while this opened (q during "opening ..."):
+        except RuntimeError:
+            if not taken_down(self):   # not the quit below: a bug in _opened, not hidden
+                raise
+            # the app quit while this opened (q during "opening ..."): nobody else will close it,
+            # and closing is what publishes a session's cache entry
             if cursor is not self._borrowed:
-                cursor.close()         # nobody else will, and a session's cache entry is published
+                cursor.close()
 
     @unless_taken_down
     def _open_failed(self, path: str, lines: list[str], quotes_file: bool = True) -> None:
