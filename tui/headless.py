@@ -51,6 +51,8 @@ def _slide_mode(app, panel: str | None) -> None:
         w.display = False              # the window's title and the transport are the app's, not the picture's
     for p in app.query(Panel):         # keys act on a screen, not on a picture
         p.border_subtitle = ""
+        if p.kind == "tokens":         # a still picture has room to read: the stream as a block
+            p.options["stream_lines"] = STREAM_LINES
     for bar in screen.query("#captionbar Panel"):
         bar.border_title = ""          # the caption under a slide needs no label
     if not screen.query("#slidehead"):
@@ -158,6 +160,9 @@ def _text_width(panel) -> int | None:
     return max(cell_len(line.rstrip()) for plain in plains for line in plain.split("\n"))
 
 
+STREAM_LINES = 6         # lines of the token stream on a slide (one in the app)
+ASPECT = 2.5             # the widest picture of text panels, width over height once rendered
+CELL = 2.0               # a cell's height over its width in the rendered picture (rich's SVG)
 SPARE = 3                # cells a text panel keeps beside its longest line (a figure's scrollbar room)
 LEAST = (40, 10)         # a picture fitted to its text is at least this many cells (the app needs 60 x 20)
 
@@ -204,12 +209,38 @@ async def _fit_text(app, pilot, screen, grid, shown, cursor, target) -> None:
                 await _fit_height(app, pilot, screen, cols, shown, cursor, target)
                 if not _cut(screen, shown):
                     screen.deck_width = width
+                    await _fit_aspect(app, pilot, screen, cols, shown, cursor, target, full)
                     return
             width = int(width * 1.25)
         if tried:                                    # the width it had, as tall as its text there
             screen.slide_fill = fill
             await _resize_slide(app, pilot, screen, shown, cursor, target, full)
     await _fit_height(app, pilot, screen, cols, shown, cursor, target)
+    await _fit_aspect(app, pilot, screen, cols, shown, cursor, target, full)
+
+
+def _aspect(size) -> float:
+    return size[0] / (size[1] * CELL)
+
+
+async def _fit_aspect(app, pilot, screen, cols: int, shown, cursor, target, full) -> None:
+    """Text that fills its width (a token stream) keeps it, and at 160 columns is a strip
+    (the tour's step 300 was 1853 x 243 pixels, 7.6:1): narrower, the stream a block of more
+    lines and the caption wrapped taller, until the picture is at most ASPECT wide. A width
+    where a title or the caption would be cut is passed over; none fitting, it stays as it was."""
+    if _aspect(app.size) <= ASPECT:
+        return
+    was, fill, width = tuple(app.size), screen.slide_fill, app.size.width
+    while (width := int(width * 0.9)) >= LEAST[0]:
+        screen.slide_fill = True
+        await _resize_slide(app, pilot, screen, shown, cursor, target, (width, full[1]))
+        if _cut(screen, shown):
+            continue
+        await _fit_height(app, pilot, screen, cols, shown, cursor, target)
+        if not _cut(screen, shown) and _aspect(app.size) <= ASPECT:
+            return
+    screen.slide_fill = fill
+    await _resize_slide(app, pilot, screen, shown, cursor, target, was)
 
 
 async def _fit_height(app, pilot, screen, cols: int, shown, cursor, target) -> None:

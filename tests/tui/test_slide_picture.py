@@ -76,3 +76,47 @@ def test_panel_slide_scale_and_theme(tmp_path):
     (w, h), (w2, h2) = size(a), size(b)
     assert (w2, h2) == (2 * w, 2 * h) and w > h                  # landscape, doubled
     assert a.read_bytes() != c.read_bytes()
+
+
+def _png_size(path) -> tuple[int, int]:
+    import struct
+    return struct.unpack(">II", path.read_bytes()[16:24])
+
+
+def test_a_token_stream_slide_is_a_block_not_a_strip(tmp_path):
+    """two_timescales' first and last slides are its tokens panel alone: at the 160 columns of
+    the screen the stream was one line, a 7:1 strip on a projector."""
+    from tui.headless import ASPECT
+    out = tmp_path / "deck"
+    assert main(["slides", "two_timescales", "-o", str(out), "--scale", "0.5"]) == 0
+    sizes = {p.name: _png_size(p) for p in out.glob("*.png")}
+    assert len(sizes) == 4
+    for name, (w, h) in sizes.items():
+        assert 1.2 <= w / h <= ASPECT + 0.05, (name, w, h)
+    assert sizes["04-step0205.png"][1] > sizes["01-step0002.png"][1]      # 200 tokens fill more lines
+
+
+def test_the_stream_block_breaks_at_spaces_and_ends_on_the_current_token():
+    from types import SimpleNamespace as NS
+
+    from tui.panels.tokens import TokensPanelView, block
+    text = "the cat sat on the mat. the dog sat on the log. where did the cat sit? "
+    toks = tuple(NS(text=c, pos=j, source="input") for j, c in enumerate(text))
+    view = TokensPanelView(len(toks) - 1, 100, None, [], 0, toks, [], rows=3)
+
+    def lines(v, width):
+        out, line = [], ""
+        for j, tok in block(v, width):
+            if tok is None:
+                out.append(line)
+                line = ""
+            else:
+                line += tok.text
+        return out + [line]
+    got = lines(view, 30)
+    assert got == ["the cat sat on the mat. the ", "dog sat on the log. where did ", "the cat sit? "]
+    assert all(len(line) <= 30 for line in got)
+    short = lines(view, 16)                # three lines of 16 hold the newest, whole words
+    assert short[-1].endswith("sit? ") and len(short) == 3 and "".join(short) in text
+    one = TokensPanelView(4, 100, None, [], 0, toks[:5], [], rows=6)
+    assert lines(one, 30) == ["the c"]     # a stream shorter than the block starts at its start

@@ -5,6 +5,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 
@@ -22,6 +23,7 @@ class TokensPanelView:
     first: int                 # the step of tokens[0]
     tokens: tuple              # the token records of recent steps, the last one this step's
     guesses: list              # [(model name, its next-token guesses)]
+    rows: int = 1              # lines of the stream: 1 in the app, a block on a slide (more context)
 
 
 def prepare(cur, i: int, p: dict, width: int) -> TokensPanelView:
@@ -31,10 +33,11 @@ def prepare(cur, i: int, p: dict, width: int) -> TokensPanelView:
     if event is not None:
         outs = [(name, f.readout(m)) for m, name in enumerate(names)]
         return TokensPanelView(i, cur.total, event, [(n, o) for n, o in outs if o is not None], i, (), [])
-    first = max(0, i - max(width, 20))          # as many as either form shows at this width
+    rows = max(1, int(p.get("stream_lines", 1)))
+    first = max(0, i - max(width, 20) * rows)   # as many as either form shows at this width
     tokens = tuple(cur.frame(j).token() for j in range(first, i + 1))
     return TokensPanelView(i, cur.total, None, [], first, tokens,
-                           [(name, f.guesses(m)) for m, name in enumerate(names)])
+                           [(name, f.guesses(m)) for m, name in enumerate(names)], rows)
 
 
 def lines(view: TokensPanelView, width: int) -> list[str]:
@@ -55,6 +58,54 @@ def lines(view: TokensPanelView, width: int) -> list[str]:
         top = "  ".join(f"{_guess_label(g, j)} {float(q):.3f}" for j, q in enumerate(g.probs[:5]))
         out.append(f"  {name} next: {top}")
     return out
+
+
+def block(view: TokensPanelView, width: int) -> list[tuple[int, object]]:
+    """The stream as a block of up to view.rows lines of `width` cells, the last token last:
+    [(step, token)], a (step, None) between lines. Lines break between tokens, so a word a
+    checkpoint spells as one token is never cut in two; a stream shorter than the block starts
+    at its first line's start."""
+    def wrap(lo: int) -> list[list]:
+        lines, line, room = [], [], width
+        for j in range(lo, view.step + 1):
+            tok = view.tokens[j - view.first]
+            n = cell_len(tok.text)
+            if n > room and line:
+                cut = _word_end(line)                 # a byte-level stream breaks at a space
+                lines.append(line[:cut])
+                line = line[cut:]
+                room = width - sum(cell_len(t.text) for _, t in line)
+            line.append((j, tok))
+            room -= n
+        return lines + [line]
+    lo, cells = view.step, cell_len(view.tokens[-1].text)     # the oldest step the block can hold, newest first
+    while lo > view.first and cells + cell_len(view.tokens[lo - 1 - view.first].text) <= width * view.rows:
+        lo -= 1
+        cells += cell_len(view.tokens[lo - view.first].text)
+    lines = wrap(lo)[-view.rows:]              # wrapping loses room at line ends: the oldest go
+    out = []
+    for k, line in enumerate(lines):
+        if k:
+            out.append((line[0][0], None))
+        out.extend(line)
+    return out
+
+
+WORD = 16                        # the longest word carried whole to the next line, in cells
+
+
+def _word_end(line: list) -> int:
+    """Where a full line breaks: at its last space (after a byte-level ' ', before a checkpoint's
+    ' word') if that carries at most WORD cells to the next line, else at its end."""
+    carried = 0
+    for k in range(len(line) - 1, 0, -1):
+        text = line[k][1].text
+        if text.endswith(" "):
+            return k + 1
+        carried += cell_len(text)
+        if text.startswith(" ") or carried > WORD:
+            return k if text.startswith(" ") and carried <= WORD else len(line)
+    return len(line)
 
 
 def _guess_label(g, j: int) -> str:
@@ -100,8 +151,10 @@ class TokensPanel(TextPanel):
         t = Text()
         width = max(20, self.size.width - 4)
         lo = max(view.first, i - width + 8)
-        for j, tok in enumerate(view.tokens[lo - view.first:], start=lo):
-            if j == i:
+        for j, tok in block(view, width) if view.rows > 1 else enumerate(view.tokens[lo - view.first:], start=lo):
+            if tok is None:
+                t.append("\n")
+            elif j == i:
                 t.append(tok.text, Style(reverse=True, bold=True))
             else:
                 t.append(tok.text, Style(dim=tok.source != "input"))
