@@ -117,8 +117,9 @@ MOST_GROWTH = 1.5        # a crowded picture of the whole screen grows to at mos
 
 
 def _crowded(shown) -> bool:
-    """Whether a panel's title is cut by its border, or its content scrolls."""
-    return any(cell_len(str(p.border_title)) + 4 > p.outer_size.width or p.max_scroll_y > 0 for p in shown)
+    """Whether a panel's title or the legend in its bottom border is cut, or its content scrolls."""
+    return any(max(cell_len(str(p.border_title)), cell_len(str(p.border_subtitle))) + 4 > p.outer_size.width
+               or p.max_scroll_y > 0 for p in shown)
 
 
 async def _fit_columns(app, pilot, screen, grid, shown, titles, cursor, target, force: bool = False) -> None:

@@ -1,6 +1,7 @@
 """What the app's tests share: where the bundled scenarios are, the app opened at a step,
 waiting until a frame is shown, a slide of a step, the step counter, a panel of a kind, and
-the text of the screen as an SVG export shows it."""
+the text of the screen as an SVG export shows it, and waiting for a condition (a layout
+lands later than the frame on a loaded machine: a fixed pause is a race)."""
 import asyncio
 import re
 from contextlib import asynccontextmanager
@@ -33,6 +34,16 @@ async def settle(pilot, app, index=None, timeout=60.0):
         await asyncio.wait_for(until_shown(), timeout)
     except asyncio.TimeoutError:
         raise AssertionError(f"no frame (index {app.index}, wanted {index})") from None
+
+
+async def until(pilot, cond, what: str, timeout: float = 20.0) -> None:
+    """Pause until cond() holds; an AssertionError naming `what` after `timeout` seconds."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        if loop.time() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.05)
 
 
 @asynccontextmanager

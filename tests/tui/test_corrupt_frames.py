@@ -6,7 +6,7 @@ from pathlib import Path
 from lineage.playback.trace import TraceReader
 from tui.app import LineageApp
 from tui.cli import main
-from tests.tui.helpers import counter, shown_step
+from tests.tui.helpers import counter, shown_step, until
 from tui.screens.error import ErrorScreen
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,30 +24,22 @@ def _corrupt_trace(tmp_path) -> Path:
     return path
 
 
-async def _until(pilot, cond, what: str):
-    for _ in range(400):
-        await pilot.pause(0.05)
-        if cond():
-            return
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_a_corrupt_frame_is_a_dialog_and_earlier_frames_stay(tmp_path):
     path = _corrupt_trace(tmp_path)
 
     async def go():
         app = LineageApp(str(path))
         async with app.run_test(size=(120, 40)) as pilot:
-            await _until(pilot, lambda: shown_step(app) is not None, "the first frame")
+            await until(pilot, lambda: shown_step(app) is not None, "the first frame")
             app.request(9)
-            await _until(pilot, lambda: isinstance(app.screen, ErrorScreen), "the error dialog")
+            await until(pilot, lambda: isinstance(app.screen, ErrorScreen), "the error dialog")
             assert "Step 10" in app.screen.title_text and "checksum" in app.screen.lines[0]
             await pilot.press("escape")
             app.request(3)
-            await _until(pilot, lambda: shown_step(app) == 3, "step 4")
+            await until(pilot, lambda: shown_step(app) == 3, "step 4")
             app.request(0)
-            await _until(pilot, lambda: shown_step(app) == 0, "step 1")
+            await until(pilot, lambda: shown_step(app) == 0, "step 1")
             await pilot.press(*"+++++", "space")            # play at max speed into the corrupt frame
-            await _until(pilot, lambda: isinstance(app.screen, ErrorScreen), "the dialog while playing")
+            await until(pilot, lambda: isinstance(app.screen, ErrorScreen), "the dialog while playing")
             assert "Step 10" in app.screen.title_text and "❚❚ paused" in counter(app)
     asyncio.run(go())

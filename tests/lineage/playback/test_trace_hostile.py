@@ -140,7 +140,7 @@ def test_special_files_are_refused_at_once(tmp_path):
     os.mkfifo(fifo)
     for path in (fifo, Path("/dev/zero"), tmp_path):     # each would block or read forever if opened
         out = subprocess.run([sys.executable, "-m", "tui.cli", "validate", str(path)], capture_output=True,
-                             text=True, timeout=30, env=_env())
+                             text=True, timeout=120, env=_env())     # a loaded box's import, not a read
         assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
         # a directory is read as a checkpoint directory (lineage run DIR), which this one is not
         said = "no config.json" if path == tmp_path else "not a regular file"

@@ -1,6 +1,6 @@
 """The depth panel, a table of 2L + 1 rows, in a room shorter than it: maximised at 80x24 the
 tour's 19 rows do not fit, and the "output" row its caption quotes is below the border."""
-from tests.tui.helpers import SC, opened, panel, run
+from tests.tui.helpers import SC, opened, panel, run, until
 from tui.headless import render_svg
 
 
@@ -37,19 +37,18 @@ def test_the_table_its_caption_quotes_gets_the_rows_it_needs():
     At 80x24 (the grid scrolls) it cannot fit, and says so."""
     async def go():
         async with opened("tour", (160, 50), 24) as (pilot, app):   # "Depth: ... the output reads"
-            await pilot.pause(0.5)
             depth = panel(app, "depth")
-            assert depth.max_scroll_y == 0 and str(depth.border_title) == "depth"
+            await until(pilot, lambda: depth.max_scroll_y == 0, "the depth table whole")
+            assert str(depth.border_title) == "depth"
             assert depth.region.bottom <= app.main.query_one("#panels").region.bottom
             assert "  output  " in "\n".join(depth.text_form(app.cursor, 24, depth.options, 100))
             app.request(0)                                         # the state caption
-            await pilot.pause(1.0)
-            assert str(depth.border_title).startswith("depth · lines 1-")
+            await until(pilot, lambda: str(depth.border_title).startswith("depth · lines 1-"), "the scroll note")
             state = panel(app, "state")
             assert "per row" not in state.query_one("Heatmap").render_line(0).text    # its axis line
         async with opened("tour", (80, 24), 24) as (pilot, app):
-            await pilot.pause(0.5)
-            assert str(panel(app, "depth").border_title).startswith("depth · lines 1-")
+            depth = panel(app, "depth")
+            await until(pilot, lambda: str(depth.border_title).startswith("depth · lines 1-"), "the scroll note")
     run(go())
 
 

@@ -2,7 +2,7 @@
 slides."""
 import pytest
 
-from tests.tui.helpers import SC, panel, run, settle, svg_text, words
+from tests.tui.helpers import SC, panel, run, settle, svg_text, until, words
 from tui.app import LineageApp
 from tui.cli import main
 from tui.panels.recall import recall_table
@@ -20,7 +20,7 @@ def test_recall_shows_every_row_of_both_memories(size):
             p = panel(app, "recall")
             names, rows = recall_table(app.cursor, last)
             assert len(names) == 2 and len(rows) == 12
-            assert p.max_scroll_y == 0                            # nothing hidden inside the panel
+            await until(pilot, lambda: p.max_scroll_y == 0, "the recall panel to hold its rows")   # nothing hidden
             p.scroll_visible(animate=False)
             await pilot.pause(0.2)
             body = p.query_one("#body").render().plain

@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.tui.helpers import opened, panel, run, slide
+from tests.tui.helpers import opened, panel, run, slide, until
 from tui.panels.base import Panel
 from tui.widgets.heatmap import Heatmap, fit
 from tui.widgets.sweep import GAP, Sweep
@@ -198,8 +198,8 @@ def test_hiding_panels_gives_the_heatmap_their_room():
             before = hm.size
             for kind in ("tokens", "decay", "routing", "depth", "cache"):
                 app._toggle(panel(app, kind))
-            await pilot.pause(0.3)
-            assert hm.size.width > before.width and hm.size.height > before.height and hm.fit.zoom >= 2
+            await until(pilot, lambda: hm.size.width > before.width and hm.size.height > before.height
+                        and hm.fit.zoom >= 2, "the heatmap to grow into the room")
     run(go())
 
 
