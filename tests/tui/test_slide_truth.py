@@ -97,13 +97,7 @@ def _wrong_while_shown(name: str) -> list[str]:
         s.close()
 
 
-# captions whose numbers hold on their slide step only, still to be reworded or cut short
-# (issue #28): strict, so one fixed must leave this list
-NOT_YET = {"forgetting", "attention_recall", "forgetting_gone", "long_document"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="issue #28"))
-                                  if n in NOT_YET else n for n in LESSONS + MODELS])
+@pytest.mark.parametrize("name", LESSONS + MODELS)
 def test_a_captions_numbers_hold_on_every_step_it_is_shown(name):
     wrong = _wrong_while_shown(name)
     assert not wrong, "\n".join(wrong)
