@@ -8,6 +8,8 @@ read (copy) them before the next replay.
 
     stepper = GraphStep(model, state, capacity=4096)     # state: after a prefill
     logits, obs = stepper.step(token_id)                  # replay; obs as model.step fills it
+    stepper.launch(next_id)          # optional: the next replay queued now (once obs is copied
+                                     # out on the device), taken by the next step(next_id)
 """
 from __future__ import annotations
 
@@ -65,6 +67,20 @@ class GraphStep:
         self._restore()                             # capture advanced the host-side counts
         del self._saved
         self.steps = 0
+        self.ahead = None                           # the token of a replay launched, not yet taken
+
+    def launch(self, token: int) -> bool:
+        """Queue the next step's replay now, behind what the device already has to do (the
+        copies of this step's observations, host_copy.to_host), so that the device computes it
+        while the host turns this step into a frame. step(token) then takes it instead of
+        replaying. Its outputs overwrite this step's: call it only once they are copied.
+        False (nothing launched) where the cache has no room left for it."""
+        if self.ahead is not None or (self.caches and self.caches[0].length >= self.capacity):
+            return False
+        self.token.fill_(int(token))
+        self.graph.replay()
+        self.ahead = int(token)
+        return True
 
     def _restore(self) -> None:
         """Put the state back as it was before the warm-up and capture steps."""
@@ -85,8 +101,12 @@ class GraphStep:
         caches = self.caches
         if caches and caches[0].length >= self.capacity:
             raise IndexError(f"the static cache is full ({self.capacity} tokens)")
-        self.token.fill_(int(token))
-        self.graph.replay()
+        if self.ahead is None:
+            self.token.fill_(int(token))
+            self.graph.replay()
+        elif self.ahead != int(token):        # the device has already stepped on another token
+            raise RuntimeError(f"step({token}) after launch({self.ahead}): the launched step cannot be undone")
+        self.ahead = None
         for st in caches:
             st.length += 1
         self.steps += 1

@@ -303,14 +303,15 @@ def memory_fields(o: dict, rule: str, label: str) -> tuple[dict, dict]:
     return {"layers": [{"mixer": rule, "ffn": "none"}], "event": label}, arrays
 
 
-def lm_fields(obs: StepObs, cfg, load: dict, watch: frozenset | None = None) -> tuple[dict, dict]:
+def lm_fields(obs: StepObs, cfg, load: dict, watch: frozenset | None = None, ahead=None) -> tuple[dict, dict]:
     """Batch element 0 of a language model's observed step (lineage.mechanisms.observed) ->
     (meta, arrays) for a Frame.
     load: layer -> (E,) int32 tokens per expert so far, updated here, so no panel re-reads history.
     watch: None keeps every layer's state; a set (a real checkpoint's, whose states are megabytes
     a layer) keeps state, decay and attention rows only for those layers (the ones its panels
     show: runners._watched), so only what the open panels show is copied to the host. What is
-    kept crosses to the host together (host_copy.to_host: a few copies on a GPU, not one a tensor)."""
+    kept crosses to the host together (host_copy.to_host: a few copies on a GPU, not one a tensor);
+    ahead() is called once it is copied out on the device (to_host)."""
     from .host_copy import to_host
     want: dict = {}          # frame key -> (tensor, how it is stored)
     layers, routed = [], []
@@ -352,7 +353,7 @@ def lm_fields(obs: StepObs, cfg, load: dict, watch: frozenset | None = None) -> 
         want["attnres_final"] = (obs.attnres_final[:, 0], "f32")
     want["top_ids"] = (obs.top_ids[0], "i32")
     want["top_probs"] = (obs.top_probs[0], "f32")
-    arrays = to_host(want)
+    arrays = to_host(want, ahead)
     for i, meta in routed:
         p = f"l{i}/"
         share = arrays.pop(p + "shared_share", None)

@@ -25,6 +25,11 @@ from ..tokenizer import ByteTokenizer
 from . import observe
 
 
+# a captured step queues the next one before its frame is built, where the next token is known
+# (the input's): False steps one at a time (tests and benchmarks compare the two)
+AHEAD = True
+
+
 def make_runner(sc: Scenario, device: str, notes: list[str], prefill_progress=None):
     """The runner for the scenario's models; notes collects what the user should be told.
     `prefill_progress(model label, tokens done, tokens in all)` is called as each model reads
@@ -189,7 +194,11 @@ class LMRunner:
         text = self._text(token)
         nxt = int(self.tokens[pos + 1]) if pos + 1 < len(self.tokens) else None
         fields = observe.token_meta(pos, int(token), text, source, self.answers.get(pos), nxt)
-        meta, arrays = observe.lm_step_fields(fields, (r.step(int(token)) for r in self.models))
+        # the next token, where it is known now: each captured step then queues the next one
+        # before this frame is built (GraphStep.launch), so the device never waits for the host
+        last = total_steps(sc)
+        ahead = nxt if AHEAD and (last is None or i + 1 < last) else None
+        meta, arrays = observe.lm_step_fields(fields, (r.step(int(token), ahead) for r in self.models))
         if self.tokenizer is not None or self.as_ids:   # the guesses as text too: a replay has no tokenizer to ask
             for m, mm in enumerate(meta["models"]):
                 texts = [self._text(int(t)) for t in arrays[f"m{m}/top_ids"]]
@@ -303,18 +312,21 @@ class SteppedModel:
         logits, self.state = prefill(self.model, x, self.state, progress=progress)
         self.logits = logits[0].float()
 
-    def step(self, token: int) -> tuple[dict, dict]:
+    def step(self, token: int, ahead: int | None = None) -> tuple[dict, dict]:
+        """Observe the step on `token`; `ahead`: the next step's token, where it is known now."""
         torch = self.torch
         if self.stepper is not None:
             logits, obs = self.stepper.step(token)
-        else:
-            obs = StepObs()
-            with torch.inference_mode():
-                logits, self.state = self.model.step(torch.tensor([token], device=self.device), self.state, obs)
-            if self.graph_mode is not None:
-                from ..graph_step import GraphStep
-                self.stepper = GraphStep(self.model, self.state, self.capacity,
-                                         compile=self.graph_mode == "compile")
+            self.logits = logits[0].to(torch.float32, copy=True)    # before a launch overwrites it
+            launch = None if ahead is None else functools.partial(self.stepper.launch, ahead)
+            return observe.lm_fields(obs, self.cfg, self.load, self.watch, launch)
+        obs = StepObs()
+        with torch.inference_mode():
+            logits, self.state = self.model.step(torch.tensor([token], device=self.device), self.state, obs)
+        if self.graph_mode is not None:
+            from ..graph_step import GraphStep
+            self.stepper = GraphStep(self.model, self.state, self.capacity,
+                                     compile=self.graph_mode == "compile")
         self.logits = logits[0].float()
         return observe.lm_fields(obs, self.cfg, self.load, self.watch)
 

@@ -113,8 +113,46 @@ def profile_step(folder: Path, vocab: int, steps: int) -> None:
     pr.disable()
     out = io.StringIO()
     pstats.Stats(pr, stream=out).sort_stats("cumulative").print_stats(30)
+    pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(25)
     print(out.getvalue(), flush=True)
+    phases(s, range(5 + steps // 2 + 5, 5 + steps // 2 + 15))
     s.close()
+
+
+def phases(s, frames) -> None:
+    """A frame's time split where the host waits: launching the replay, waiting for it (a sync
+    added here, which to_host would otherwise do), the observations to the host (to_host: the
+    range checks, casts, packing and copies), the fields around them (lm_fields less to_host),
+    and the rest of Session.frame (the token's text, the Frame, the store)."""
+    from lineage import graph_step
+    from lineage.playback import host_copy, observe
+    took: dict = {}
+
+    def timed(name, fn, then=None):
+        def wrapper(*a, **kw):
+            t0 = time.perf_counter()
+            out = fn(*a, **kw)
+            t1 = time.perf_counter()
+            took.setdefault(name, []).append(t1 - t0)
+            if then is not None:
+                then()
+                took.setdefault(name + " wait", []).append(time.perf_counter() - t1)
+            return out
+        return wrapper
+    step, fields, to_host = graph_step.GraphStep.step, observe.lm_fields, host_copy.to_host
+    graph_step.GraphStep.step = timed("replay launch", step, sync)
+    host_copy.to_host = timed("to_host", to_host)
+    observe.lm_fields = timed("lm_fields", fields)
+    try:
+        for i in frames:
+            sync()
+            t0 = time.perf_counter()
+            s.frame(i)
+            took.setdefault("frame", []).append(time.perf_counter() - t0)
+    finally:
+        graph_step.GraphStep.step, host_copy.to_host, observe.lm_fields = step, to_host, fields
+    for name, ts in took.items():
+        print(f"phase {name}: {ms(ts)}", flush=True)
 
 
 def agreement(layers: int) -> tuple[Path, int]:

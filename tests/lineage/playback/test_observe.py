@@ -99,6 +99,27 @@ def test_to_host_keeps_each_tensor_as_it_is_stored():
     assert got["attn"].shape == (2, 6) and got["k"].dtype == np.float32
 
 
+def test_packed_copies_equal_one_copy_each_on_any_device():
+    """The packing a GPU's frame goes through (host_copy._batched), run here on the CPU: packed by
+    source dtype, cast once, float16 taken only where every matrix of a device fits, the same
+    arrays as copying each alone, with ids, bf16, several of a kind and one past float16."""
+    import torch
+
+    from lineage.playback.host_copy import _batched, _one
+    want = _observed("cpu")
+    want["k2"] = (torch.randn(5, dtype=torch.bfloat16), "f32")
+    want["ids2"] = (torch.tensor([[1, 7]], dtype=torch.int32), "i32")
+    got = _batched([(k, t, how) for k, (t, how) in want.items()])
+    assert set(got) == set(want)
+    for k, (t, how) in want.items():
+        one = _one(t, how)
+        assert got[k].dtype == one.dtype and got[k].shape == one.shape, k
+        assert np.array_equal(got[k], one, equal_nan=True), k
+    fine = {k: want[k] for k in ("S", "attn", "k")}          # every matrix fits: float16, one pack
+    got = _batched([(k, t, how) for k, (t, how) in fine.items()])
+    assert got["S"].dtype == got["attn"].dtype == np.float16 and got["k"].dtype == np.float32
+
+
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
 def test_to_host_from_a_gpu_in_few_copies_equals_one_copy_each():
     """On a GPU the tensors cross packed by dtype: the same arrays, dtypes and shapes as copying
