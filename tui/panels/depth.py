@@ -78,7 +78,7 @@ class DepthPanel(TextPanel):
         # (headless exports report "standard" but are drawn in full colour)
         few_colours = not self.app.is_headless and self.app.console.color_system in ("standard", "windows")
         # the long title (what the columns mean) goes to the border: every row fits the panel
-        self.set_subtitle("emb embedding · bN block N · part this block so far")
+        self.set_subtitle("emb embedding · bN block N · part block so far")     # whole in a third of 160 columns
         short = f"{view.name} attention residuals, block size {view.block_size}"
         t = Text(short + "\n" + "  " + " " * 10 + "".join(f"{nm:>6}" for nm in names) + "\n")
         for label, blocks, partial in rows:
