@@ -195,7 +195,7 @@ async def _fit_text(app, pilot, screen, grid, shown, cursor, target) -> None:
     from .panels.base import TextPanel
     if not shown or not all(isinstance(p, TextPanel) for p in shown) or _crowded(shown):
         return
-    cols = int(grid.styles.grid_size_columns or 1)
+    cols = 1 if screen.maximized is not None else int(grid.styles.grid_size_columns or 1)
     full, fill = tuple(app.size), screen.slide_fill
     widths = [_text_width(p) for p in shown]
     if None not in widths:
@@ -261,7 +261,8 @@ async def _show(app, pilot, step: int, panel: str | None, path: str, focus: bool
     """Go to 0-based `step` (clamped) and wait until it is drawn; returns the step shown. With
     `focus` (a slide of the whole screen), only the panels its caption is about are shown.
     `grow`: the size asked for (the default one), which a picture of the whole screen may
-    exceed, keeping its proportions, where a title would be cut or a panel scroll."""
+    exceed, keeping its proportions, where a title would be cut or a panel scroll, and a
+    picture of text panels only (the grid's, or one maximised) may shrink to (_fit_text)."""
     from lineage.playback.session import caption_at
 
     from .panels.base import Panel
@@ -309,6 +310,8 @@ async def _show(app, pilot, step: int, panel: str | None, path: str, focus: bool
             await _fit_columns(app, pilot, screen, grid, shown, titles, cursor, target, force=True)
             await _name_models(app, pilot, screen, shown, cursor, target)
         await _fit_text(app, pilot, screen, grid, shown, cursor, target)
+    elif grow:                         # one text panel maximised: as large as its text, not the screen
+        await _fit_text(app, pilot, screen, grid, shown, cursor, target)
     return target
 
 
@@ -327,7 +330,7 @@ async def _export(path: str, steps: list[int], panel: str | None, size, salvage:
         if len(app.screen_stack) > 1 or app.cursor is None:    # an error dialog: the file did not open
             raise RuntimeError(f"{path}: could not be opened")
         _slide_mode(app, panel)
-        grow = tuple(size) if grow and (panel is None or _several(app, panel)) else None
+        grow = tuple(size) if grow else None
         for step in steps:
             shown = await _show(app, pilot, step, panel, path, focus, grow)
             each(shown, screen_svg(app, f"lineage - step {shown + 1}"))

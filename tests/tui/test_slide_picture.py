@@ -120,3 +120,14 @@ def test_the_stream_block_breaks_at_spaces_and_ends_on_the_current_token():
     assert short[-1].endswith("sit? ") and len(short) == 3 and "".join(short) in text
     one = TokensPanelView(4, 100, None, [], 0, toks[:5], [], rows=6)
     assert lines(one, 30) == ["the c"]     # a stream shorter than the block starts at its start
+
+
+def test_a_picture_of_one_text_panel_is_as_large_as_its_text(tmp_path):
+    """`snapshot --panel recall` of fig6 maximised its four-row table in a 100 x 30 frame
+    (1219 x 731 pixels, three quarters empty); a size asked for is kept."""
+    fitted, asked = tmp_path / "fit.png", tmp_path / "asked.png"
+    assert main(["snapshot", "fig6_channel_decay", "--step", "7", "--panel", "recall", "-o", str(fitted)]) == 0
+    assert main(["snapshot", "fig6_channel_decay", "--step", "7", "--panel", "recall", "-o", str(asked),
+                 "--size", "100", "30"]) == 0
+    (w, h), (W, H) = _png_size(fitted), _png_size(asked)
+    assert (W, H) == (1219, 731) and w < W / 2 and h < H / 1.5
