@@ -157,7 +157,8 @@ class LMRunner:
         self.as_ids = specs[0].pretrained is not None and self.tokenizer is None
         if self.as_ids:
             notes.append(f"{specs[0].label} has no tokenizer files: tokens are shown as ids")
-        context = sc.decoding.prefill + (total_steps(sc) or 0)        # positions cached by the last step
+        self.last = total_steps(sc)          # once: for a text input it tokenizes the whole text
+        context = sc.decoding.prefill + (self.last or 0)              # positions cached by the last step
         self.models = [SteppedModel(cfg, sc, device, dtype, sc.base_dir, spec=s, spec_path=sc.model_path(i),
                                     notes=notes, watch=_watched(sc, i, cfg, context) if s.pretrained else None)
                        for i, (s, cfg) in enumerate(zip(specs, cfgs))]
@@ -171,7 +172,7 @@ class LMRunner:
         notes += sorted({r.backend_note for r in self.models if r.backend_note})
         self.device, self.backend = str(device), self.models[0].backend
         prefill = self.tokens[:sc.decoding.prefill]
-        refused = memory_problem(self.models, len(prefill), total_steps(sc) or 0, _input_name(sc))
+        refused = memory_problem(self.models, len(prefill), self.last or 0, _input_name(sc))
         if refused is not None:
             raise MemoryRefused(refused)
         for r, s in zip(self.models, specs):
@@ -196,8 +197,7 @@ class LMRunner:
         fields = observe.token_meta(pos, int(token), text, source, self.answers.get(pos), nxt)
         # the next token, where it is known now: each captured step then queues the next one
         # before this frame is built (GraphStep.launch), so the device never waits for the host
-        last = total_steps(sc)
-        ahead = nxt if AHEAD and (last is None or i + 1 < last) else None
+        ahead = nxt if AHEAD and (self.last is None or i + 1 < self.last) else None
         meta, arrays = observe.lm_step_fields(fields, (r.step(int(token), ahead) for r in self.models))
         if self.tokenizer is not None or self.as_ids:   # the guesses as text too: a replay has no tokenizer to ask
             for m, mm in enumerate(meta["models"]):
