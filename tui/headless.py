@@ -197,6 +197,7 @@ async def _fit_text(app, pilot, screen, grid, shown, cursor, target) -> None:
         return
     cols = 1 if screen.maximized is not None else int(grid.styles.grid_size_columns or 1)
     full, fill = tuple(app.size), screen.slide_fill
+    least = max(LEAST[0], getattr(screen, "deck_width", 0))      # the slides before this one
     widths = [_text_width(p) for p in shown]
     if None not in widths:
         chrome = max(p.outer_size.width - p.content_size.width for p in shown)     # border, padding
@@ -210,35 +211,38 @@ async def _fit_text(app, pilot, screen, grid, shown, cursor, target) -> None:
                 await _fit_height(app, pilot, screen, cols, shown, cursor, target)
                 if not _cut(screen, shown):
                     screen.deck_width = width
-                    await _fit_aspect(app, pilot, screen, cols, shown, cursor, target, full)
+                    await _fit_aspect(app, pilot, screen, cols, shown, cursor, target, full, least)
                     return
             width = int(width * 1.25)
         if tried:                                    # the width it had, as tall as its text there
             screen.slide_fill = fill
             await _resize_slide(app, pilot, screen, shown, cursor, target, full)
     await _fit_height(app, pilot, screen, cols, shown, cursor, target)
-    await _fit_aspect(app, pilot, screen, cols, shown, cursor, target, full)
+    await _fit_aspect(app, pilot, screen, cols, shown, cursor, target, full, least)
 
 
 def _aspect(size) -> float:
     return size[0] / (size[1] * CELL)
 
 
-async def _fit_aspect(app, pilot, screen, cols: int, shown, cursor, target, full) -> None:
+async def _fit_aspect(app, pilot, screen, cols: int, shown, cursor, target, full, least: int) -> None:
     """Text that fills its width (a token stream) keeps it, and at 160 columns is a strip
     (the tour's step 300 was 1853 x 243 pixels, 7.6:1): narrower, the stream a block of more
-    lines and the caption wrapped taller, until the picture is at most ASPECT wide. A width
-    where a title or the caption would be cut is passed over; none fitting, it stays as it was."""
-    if _aspect(app.size) <= ASPECT:
+    lines and the caption wrapped taller, until the picture is at most ASPECT wide; only where
+    a panel reflows (TextPanel.REFLOWS: a table's rows would wrap) and never narrower than
+    `least` (the slides before it). A width where a title or the caption would be cut is
+    passed over; none fitting, it stays as it was."""
+    if _aspect(app.size) <= ASPECT or not any(p.REFLOWS for p in shown):     # a table's rows would wrap
         return
     was, fill, width = tuple(app.size), screen.slide_fill, app.size.width
-    while (width := int(width * 0.9)) >= LEAST[0]:
+    while (width := int(width * 0.9)) >= least:
         screen.slide_fill = True
         await _resize_slide(app, pilot, screen, shown, cursor, target, (width, full[1]))
         if _cut(screen, shown):
             continue
         await _fit_height(app, pilot, screen, cols, shown, cursor, target)
         if not _cut(screen, shown) and _aspect(app.size) <= ASPECT:
+            screen.deck_width = width
             return
     screen.slide_fill = fill
     await _resize_slide(app, pilot, screen, shown, cursor, target, was)

@@ -94,6 +94,7 @@ def test_a_token_stream_slide_is_a_block_not_a_strip(tmp_path):
     for name, (w, h) in sizes.items():
         assert 1.2 <= w / h <= ASPECT + 0.05, (name, w, h)
     assert sizes["04-step0205.png"][1] > sizes["01-step0002.png"][1]      # 200 tokens fill more lines
+    assert sizes["04-step0205.png"][0] >= sizes["01-step0002.png"][0]     # never narrower than a slide before
 
 
 def test_the_stream_block_breaks_at_spaces_and_ends_on_the_current_token():
@@ -120,6 +121,12 @@ def test_the_stream_block_breaks_at_spaces_and_ends_on_the_current_token():
     assert short[-1].endswith("sit? ") and len(short) == 3 and "".join(short) in text
     one = TokensPanelView(4, 100, None, [], 0, toks[:5], [], rows=6)
     assert lines(one, 30) == ["the c"]     # a stream shorter than the block starts at its start
+    # a checkpoint's tokens: a break before one that starts with a space, never past the width
+    bpe = tuple(NS(text=t, pos=j, source="input") for j, t in enumerate([" x", " abcdefghijkl", "mnopqrstu"]))
+    got = lines(TokensPanelView(2, 10, None, [], 0, bpe, [], rows=4), 20)
+    assert all(len(line) <= 20 for line in got) and "".join(got) == " x abcdefghijklmnopqrstu"
+    words = tuple(NS(text=t, pos=j, source="input") for j, t in enumerate([" The", " cat", " sat", " on"]))
+    assert lines(TokensPanelView(3, 10, None, [], 0, words, [], rows=4), 12) == [" The cat sat", " on"]
 
 
 def test_a_picture_of_one_text_panel_is_as_large_as_its_text(tmp_path):

@@ -366,6 +366,9 @@ class TextPanel(Panel):
     TextPanel.-figure { max-height: 30; }
     """
     RICH_PACE = 0.0                    # the pace of the rich text during playback
+    # its text is laid out to the width it has (a token stream's block): narrower, it takes more
+    # lines, where a table's rows would wrap. A slide may narrow a picture of it (tui/headless.py)
+    REFLOWS = False
 
     @property
     def need(self) -> int:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,9 +36,24 @@ def prepare(cur, i: int, p: dict, width: int) -> TokensPanelView:
         return TokensPanelView(i, cur.total, event, [(n, o) for n, o in outs if o is not None], i, (), [])
     rows = max(1, int(p.get("stream_lines", 1)))
     first = max(0, i - max(width, 20) * rows)   # as many as either form shows at this width
-    tokens = tuple(cur.frame(j).token() for j in range(first, i + 1))
+    tokens = _tokens(cur, first, i + 1, rows > 1)
     return TokensPanelView(i, cur.total, None, [], first, tokens,
                            [(name, f.guesses(m)) for m, name in enumerate(names)], rows)
+
+
+# cursor -> {step: its token}: a slide's block reads up to six times the frames a line does,
+# at every width its picture tries, from a trace's file; kept while the cursor lives
+_SLIDE_TOKENS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _tokens(cur, lo: int, hi: int, keep: bool) -> tuple:
+    if not keep:
+        return tuple(cur.frame(j).token() for j in range(lo, hi))
+    seen = _SLIDE_TOKENS.setdefault(cur, {})
+    for j in range(lo, hi):
+        if j not in seen:
+            seen[j] = cur.frame(j).token()
+    return tuple(seen[j] for j in range(lo, hi))
 
 
 def lines(view: TokensPanelView, width: int) -> list[str]:
@@ -71,10 +87,14 @@ def block(view: TokensPanelView, width: int) -> list[tuple[int, object]]:
             tok = view.tokens[j - view.first]
             n = cell_len(tok.text)
             if n > room and line:
-                cut = _word_end(line)                 # a byte-level stream breaks at a space
+                # a byte-level stream breaks at a space; a token starting with one breaks before it
+                cut = len(line) if len(tok.text) > 1 and tok.text.startswith(" ") else _word_end(line)
                 lines.append(line[:cut])
                 line = line[cut:]
                 room = width - sum(cell_len(t.text) for _, t in line)
+                if n > room and line:                 # the word carried over and this token overflow the line
+                    lines.append(line)
+                    line, room = [], width
             line.append((j, tok))
             room -= n
         return lines + [line]
@@ -142,6 +162,7 @@ class TokensPanel(TextPanel):
     lines = staticmethod(lines)
     RICH_PACE = 0.1
     THEMED = True
+    REFLOWS = True
 
     def rich(self, view: TokensPanelView) -> Text:
         if view.event is not None:

@@ -235,7 +235,7 @@ def test_forgetting_gone_captions():
     norm = [[np.linalg.norm(s.frame(i).state(m, 0).quantity(0, "S")) for i in (seps[0] - 1, q + 1)]
             for m in (0, 2)]
     assert (f"had norm {norm[0][0]:.1f} at the end of the first segment and {norm[0][1]:.1f} at step {q + 2}; "
-            f"KDA's had {norm[1][0]:.1f} and has {norm[1][1]:.1f}") in _caption(sc, 204)
+            f"KDA's had {norm[1][0]:.1f} and {norm[1][1]:.1f}.") in _caption(sc, 204)
     # every DeltaNet miss is the old value of a gone key; the caption's example is the first
     missed = [i for i in pos if int(s.frame(i).guesses(0).ids[0]) != ids[i + 1]]
     old = {i: ids[ids.index(ids[i]) + 1] for i in missed}
