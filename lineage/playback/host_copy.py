@@ -53,35 +53,36 @@ def _batched(items: list, ahead=None) -> dict:
         want = torch.int32 if how == "i32" else torch.float32
         by.setdefault((t.device, t.dtype, want), []).append((k, t))
     packs = [(group, torch.cat([t.reshape(-1) for _, t in group]).to(want)) for (_, _, want), group in by.items()]
-    fits = wide = None
     if big:
         dev = big[0][1].device
         fits = torch.stack([t.abs().amax().float().to(dev) for _, t in big]).lt(HALF_MAX)
-        packs.append((big, torch.cat([t.reshape(-1).half().to(dev) for _, t in big])))
+        half = torch.cat([t.reshape(-1).half().to(dev) for _, t in big])
         wide = torch.cat([t.reshape(-1).float().to(dev) for _, t in big])
     ready = {}                         # device -> an event after its packs
-    for d in {flat.device for _, flat in packs}:
+    for d in {flat.device for _, flat in packs} | ({dev} if big else set()):
         if d.type == "cuda":
             ready[d] = torch.cuda.Event()
             ready[d].record(torch.cuda.current_stream(d))
     if ahead is not None:
         ahead()
-    hosts = _across([flat for _, flat in packs] + ([fits] if big else []), ready)
+    hosts = _across([flat for _, flat in packs] + ([half, fits] if big else []), ready)
     out = {}
-    if big:
-        ok, halves = hosts.pop().tolist(), hosts.pop()
-        packs = packs[:-1]
-        wide = None if all(ok) else _across([wide], ready)[0]    # past float16's range (NaN, inf): float32
-        at = 0
-        for (k, t), fine in zip(big, ok):
-            out[k] = (halves if fine else wide)[at:at + t.numel()].reshape(tuple(t.shape))
-            at += t.numel()
     for (group, _), flat in zip(packs, hosts):
-        at = 0
-        for k, t in group:
-            out[k] = flat[at:at + t.numel()].reshape(tuple(t.shape))
-            at += t.numel()
+        out.update(_unpack(group, flat))
+    if big:
+        ok = dict(zip((k for k, _ in big), hosts[-1].tolist()))
+        out.update(_unpack(big, hosts[-2]))
+        if not all(ok.values()):       # past float16's range (NaN, inf): those keep float32
+            out.update((k, a) for k, a in _unpack(big, _across([wide], ready)[0]) if not ok[k])
     return out
+
+
+def _unpack(group: list, flat: np.ndarray):
+    """(key, array) for each (key, tensor) of `group`, in order, from their packed `flat`."""
+    at = 0
+    for k, t in group:
+        yield k, flat[at:at + t.numel()].reshape(tuple(t.shape))
+        at += t.numel()
 
 
 def _across(flats: list, ready: dict) -> list:
