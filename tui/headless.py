@@ -313,8 +313,7 @@ async def _show(app, pilot, step: int, panel: str | None, path: str, focus: bool
             await settle(pilot)
             await _fit_columns(app, pilot, screen, grid, shown, titles, cursor, target, force=True)
             await _name_models(app, pilot, screen, shown, cursor, target)
-        await _fit_text(app, pilot, screen, grid, shown, cursor, target)
-    elif grow:                         # one text panel maximised: as large as its text, not the screen
+    if grow:                           # text panels only (the grid's, or one maximised): as large as the text
         await _fit_text(app, pilot, screen, grid, shown, cursor, target)
     return target
 

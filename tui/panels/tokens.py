@@ -123,8 +123,10 @@ def _word_end(line: list) -> int:
         if text.endswith(" "):
             return k + 1
         carried += cell_len(text)
-        if text.startswith(" ") or carried > WORD:
-            return k if text.startswith(" ") and carried <= WORD else len(line)
+        if carried > WORD:
+            break
+        if text.startswith(" "):
+            return k
     return len(line)
 
 
