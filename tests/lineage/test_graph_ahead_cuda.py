@@ -5,18 +5,15 @@ import pytest
 import torch
 
 from lineage.mechanisms.observed import StepObs
-from lineage.model import LM
-from tests.lineage.test_model import _rotary_softmax, rel
+from tests.lineage.test_graph_step_cuda import softmax_on_gpu
+from tests.lineage.test_model import rel
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
 
 
 def test_a_launched_step_is_the_step_taken_next():
     from lineage.graph_step import GraphStep
-    torch.manual_seed(0)
-    dev = torch.device("cuda")
-    model = LM(_rotary_softmax()).to(dev).eval()
-    ids = torch.randint(0, 256, (1, 14), device=dev)
+    model, ids = softmax_on_gpu(14)
     with torch.inference_mode():
         _, st = model(ids[:, :8])
         stepper = GraphStep(model, st, capacity=12)

@@ -37,14 +37,18 @@ def test_graph_replay_equals_eager_steps(name):
                     assert rel(g.mixer.weights[..., :n].float(), e.mixer.weights.float()) < 1e-4
 
 
+def softmax_on_gpu(n: int):
+    """A small rotary softmax model on the GPU and n random byte ids (1, n), seeded."""
+    torch.manual_seed(0)
+    dev = torch.device("cuda")
+    return LM(_rotary_softmax()).to(dev).eval(), torch.randint(0, 256, (1, n), device=dev)
+
+
 def test_capture_needs_only_one_free_slot():
     """The warm-up steps before capture each write at the same place (put back after each):
     a cache with room for one more token can still be captured."""
     from lineage.graph_step import GraphStep
-    torch.manual_seed(0)
-    dev = torch.device("cuda")
-    model = LM(_rotary_softmax()).to(dev).eval()
-    ids = torch.randint(0, 256, (1, 9), device=dev)
+    model, ids = softmax_on_gpu(9)
     with torch.inference_mode():
         _, st = model(ids[:, :8])
         stepper = GraphStep(model, st, capacity=9)
