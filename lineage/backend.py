@@ -19,7 +19,7 @@ def resolve(device) -> tuple[str, str | None]:
     if want == "reference":
         return "reference", None
     try:
-        import kernels
+        from lineage.ops import kernels
         here = kernels.available()
     except Exception:  # a broken triton install must not stop the app
         here = False

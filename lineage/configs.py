@@ -378,7 +378,7 @@ class Mixer:
     has_decay: bool = False            # a learned log decay g = _decay(x) <= 0 (the decay panel, eval's probe)
     attends: bool = False              # softmax rows over a cache that grows per token
     gate: bool = False                 # observes its output gate per channel, if its config has one (the gate panel)
-    kernel: bool = False               # kernels/ has its op and step; else the reference runs, on CUDA too
+    kernel: bool = False               # lineage.ops.kernels has its op and step; else the reference runs, on CUDA too
     tiny: str | None = None            # its one-mechanism preset, whose MQAR weights `lineage arena` compares
     aliases: tuple[str, ...] = ()      # the other names it goes by: its class, op, preset, toy memory rule
 

@@ -76,7 +76,7 @@ class DeltaNet(nn.Module):
         fp32 state) when the backend says so."""
         gates = (beta,) if g is None else (g, beta)
         if self.backend == "triton":
-            import kernels
+            from lineage.ops import kernels
             return getattr(kernels, self.OP)(q, k, v, *gates, initial_state=initial_state, chunk_size=64)
         return getattr(ops, self.OP)(q, k, v, *gates, initial_state=initial_state, chunk_size=self.cfg.chunk_size)
 
@@ -111,7 +111,7 @@ class DeltaNet(nn.Module):
         if self.backend == "triton":
             # one fused launch on an fp32 state; when observing, the kernel also writes the
             # read-back k S, from which the correction and the write follow
-            import kernels
+            from lineage.ops import kernels
             q, k, v, beta = q.contiguous(), k.contiguous(), v.contiguous(), beta.contiguous()
             if state is None:
                 S = torch.zeros(B, H, K, v.shape[-1], device=q.device, dtype=torch.float32)

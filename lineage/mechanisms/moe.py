@@ -177,7 +177,7 @@ class MoE(nn.Module):
         if self.backend == "triton" and self.cfg.act in ("silu", "situ"):
             # the chosen experts read where they lie (kernels.moe_step): a captured graph can
             # replay it, and no copy of 8 x 14 MB a layer is written and read again
-            import kernels
+            from lineage.ops import kernels
             out = kernels.moe_experts(xl, self.w_in, self.w_out, idx, weights, self.cfg.act,
                                       self.cfg.situ_beta, self.cfg.linear_beta)
         elif x_t.is_cuda or gathered <= GATHER_BYTES:

@@ -50,7 +50,7 @@ def main(argv=None):
     for C in [1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192] if cuda else [1, 16, 64, 256]:
         point("lineage.ops", C, lambda C=C: ops.delta_rule(q, k, v, beta, chunk_size=C))
     if cuda:
-        import kernels
+        from lineage.ops import kernels
         point("triton", 64, lambda: kernels.delta_rule(q, k, v, beta))
     base = next(r["ms"] for r in meta["rows"] if r["chunk"] == 64)
     print(meta["machine"], meta["torch"], meta["date"], [(r["chunk"], round(r["ms"] / base, 2)) for r in meta["rows"]])

@@ -183,7 +183,7 @@ def bench_step(ctx, B):
 def time_kda_options(xs, o_ref, options: dict) -> tuple[float, float]:
     """Chunked kda on xs = (q, k, v, g, beta) with `kernels.kda` options: (median GPU
     seconds, relative RMS error of o against o_ref)."""
-    import kernels
+    from lineage.ops import kernels
 
     def fn():
         return kernels.kda(*xs, options=options)
@@ -399,7 +399,7 @@ def main(argv=None):
     import torch
     import triton
 
-    import kernels
+    from lineage.ops import kernels
     from lineage import ops     # the readable references
 
     device = "cpu" if args.smoke else "cuda"

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available() or os.environ.get(
 @pytest.fixture
 def step():
     """kernels.step with no plans: each test starts from Triton's generic launch."""
-    from kernels import step
+    from lineage.ops.delta import fused_recurrent as step
     step._PLANS.clear()
     yield step
     step._PLANS.clear()
@@ -175,7 +175,7 @@ def test_on_a_side_stream_and_in_a_cuda_graph(step):
 
 
 def test_compiled_callers_neither_break_nor_recompile_when_eager_plans_arrive(step):
-    """Under torch.compile kda_step traces into torch.ops.kernels.kda_step, with no graph
+    """Under torch.compile kda_step traces into torch.ops.lineage.kda_step, with no graph
     break; eager calls that make plans afterwards must not invalidate the compiled graph."""
     import torch._dynamo
     q, k, v, g, beta, S = inputs(1, 4, 32, 32, "channel", torch.float32)

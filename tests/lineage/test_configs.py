@@ -11,7 +11,7 @@ import torch
 from rich.style import Style
 from torch import nn
 
-import kernels
+from lineage.ops import kernels
 import lineage.mechanisms
 from lineage import ops
 from lineage.backend import set_backend

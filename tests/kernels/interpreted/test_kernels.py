@@ -19,10 +19,10 @@ import torch.nn.functional as F
 
 pytest.importorskip("triton", reason="triton is not installed: the kernels cannot run")
 
-import kernels                      # noqa: E402
-from kernels import chunk_delta as cd   # noqa: E402
-from kernels import chunk_scores   # noqa: E402
-from kernels.step import kda_step_op   # noqa: E402
+from lineage.ops import kernels                      # noqa: E402
+from lineage.ops.delta import chunk as cd   # noqa: E402
+from lineage.ops.delta import chunk_scores   # noqa: E402
+from lineage.ops.delta.fused_recurrent import kda_step_op   # noqa: E402
 from lineage import ops             # noqa: E402
 from lineage.mechanisms.observed import StateObs, StepObs
 
@@ -380,7 +380,7 @@ def test_observed_step_on_kernels_matches_reference(preset, batch):
 
 def test_step_op_and_read_back():
     """kda_step's read= output is k S after the decay and before the write, and the custom op
-    that torch.compile traces (torch.ops.kernels.kda_step) gives exactly the launcher's answer."""
+    that torch.compile traces (torch.ops.lineage.kda_step) gives exactly the launcher's answer."""
     gen = torch.Generator().manual_seed(4)
     Bq, Hq, K = 2, 3, 32
     q = torch.randn(Bq, Hq, K, generator=gen)

@@ -2,7 +2,7 @@
 
 Forward only: there is no backward (the app only ever runs inference).
 
-Same meaning as the readable references (the model package's ops.py, never imported
+Same meaning as the readable references (naive.py beside this file, never imported
 here): q, k (B, T, H, K), v (B, T, H, V), log decays g <= 0 ((B, T, H, K) for KDA,
 (B, T, H) for Gated DeltaNet, none for DeltaNet), beta (B, T, H), fp32 state S (B, H, K, V)
 read as ``k @ S``. One step is

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .situ import _tanh_parts
+from ..situ.fused import _tanh_parts
 
 
 @triton.jit
@@ -41,7 +41,7 @@ def _experts_in_kernel(x, w_in, idx, h, L, F, K_TOP, beta, inv_beta, linear_beta
         b_u = tl.load(p_up + o_l[None, :], mask=m, other=0.).to(tl.float32)
         acc_g += tl.sum(b_g * b_x[None, :], axis=1)
         acc_u += tl.sum(b_u * b_x[None, :], axis=1)
-    if SITU:        # beta tanh(g / beta) sigmoid(g) * up', as kernels.situ
+    if SITU:        # beta tanh(g / beta) sigmoid(g) * up', as situ/fused.py
         b_n, b_d = _tanh_parts(acc_g * inv_beta)
         b_num = beta * b_n
         b_den = b_d * (1.0 + tl.exp(-acc_g))
@@ -83,7 +83,7 @@ def _experts_out_kernel(h, w_out, idx, wts, y, L, F, K_TOP, BLOCK_L: tl.constexp
 def moe_experts(x, w_in, w_out, idx, weights, act="silu", beta=4.0, linear_beta=None):
     """x (B, L); w_in (E, 2F, L) = gate | up; w_out (E, L, F); idx (B, k) chosen experts; weights
     (B, k) -> (B, L) in x's dtype: sum_j weights[:, j] W_out[idx_j] act(W_in[idx_j] x). act is
-    'silu' (silu(gate) * up) or 'situ' (kernels.situ's). Indices are not checked against E."""
+    'silu' (silu(gate) * up) or 'situ' (situ/fused.py's). Indices are not checked against E."""
     if act not in ("silu", "situ"):
         raise ValueError(f"moe_experts: act must be 'silu' or 'situ'; got {act!r}")
     E, F2, L = w_in.shape

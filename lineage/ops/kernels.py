@@ -1,21 +1,25 @@
-"""Triton kernels: forward only (no backward), the same meaning as the readable PyTorch
-references of the model package (its ``ops.py``), which this package never imports.
+"""The Triton kernels under one name: forward only (no backward), the same meaning as the
+readable references beside them (``lineage.ops``), which the kernel files never import.
 
 - ``kda``, ``gated_delta_rule``, ``delta_rule``: chunked forward (chunk 64), any T, K, V <= 256.
 - ``kda_step``: one decoding token, state updated in place, one kernel launch.
 - ``situ_glu``: fused SiTU gated unit, one read of x and one write.
 - ``moe_experts``: one decoding token's routed experts, read in place from the stacked weights.
 
-This package imports only torch and triton, and triton only when a kernel is first used, so
-``import kernels; kernels.available()`` is safe everywhere and cheap. torch.compile's op for
-``kda_step`` is registered only when a compiled caller first needs it (see ``kernels.step``).
+The kernel files import only torch and triton, and triton only when a kernel is first used, so
+``from lineage.ops import kernels; kernels.available()`` is safe everywhere and cheap.
+torch.compile's op for ``kda_step`` is registered only when a compiled caller first needs it
+(see ``lineage.ops.delta.fused_recurrent``).
 """
 from __future__ import annotations
 
 import importlib.util
 import os
 
-__all__ = ["available", "kda", "gated_delta_rule", "delta_rule", "kda_step", "situ_glu", "moe_experts"]
+# each fast op and the module (beside its reference) that holds it
+_WHERE = {"kda": "delta.chunk", "gated_delta_rule": "delta.chunk", "delta_rule": "delta.chunk",
+          "kda_step": "delta.fused_recurrent", "situ_glu": "situ.fused", "moe_experts": "moe.fused_step"}
+__all__ = ["available", *_WHERE]
 
 
 def available() -> bool:
@@ -32,15 +36,8 @@ def available() -> bool:
 def __getattr__(name):
     # import on first use, then bind the name here so later look-ups are plain attribute reads
     # (kda_step sits on a launch-bound path)
-    if name in ("kda", "gated_delta_rule", "delta_rule"):
-        from . import chunk_delta as module
-    elif name == "kda_step":
-        from . import step as module
-    elif name == "situ_glu":
-        from . import situ as module
-    elif name == "moe_experts":
-        from . import moe_step as module
-    else:
-        raise AttributeError(f"module 'kernels' has no attribute {name!r}")
+    if name not in _WHERE:
+        raise AttributeError(f"module 'lineage.ops.kernels' has no attribute {name!r}")
+    module = importlib.import_module(f"lineage.ops.{_WHERE[name]}")
     value = globals()[name] = getattr(module, name)
     return value

@@ -203,7 +203,7 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
     ``read``: an optional contiguous (B, H, V) tensor that receives k S after the decay and
     before the write (the recall the delta rule corrects), in the same launch.
     ``config`` = (BK, BV, num_warps) overrides the tile choice (for benchmarks).
-    Under torch.compile the call goes through the custom op ``torch.ops.kernels.kda_step``,
+    Under torch.compile the call goes through the custom op ``torch.ops.lineage.kda_step``,
     so the compiler keeps this kernel inside the graph it builds."""
     if _compiling():
         if config is not None:
@@ -211,7 +211,7 @@ def kda_step(q, k, v, g, beta, state, *, scale=None, read=None, config=None):
         _check_contiguous(q, k, v, g, beta, state, read)
         gate, scale0 = _plan(q, k, v, g, beta, state, read, None)[:2]
         _op_ready()
-        return torch.ops.kernels.kda_step(q, k, v, q if g is None else g, beta, state, read,
+        return torch.ops.lineage.kda_step(q, k, v, q if g is None else g, beta, state, read,
                                           scale0 if scale is None else float(scale), gate)
     plan = _check(q, k, v, g, beta, state, read, config)
     o = torch.empty_like(v)
@@ -229,16 +229,16 @@ _compiling = _IS_COMPILING or (lambda: False)
 
 
 _TRACEABLE = isinstance(_kda_step_kernel, triton.runtime.JITFunction)   # False under TRITON_INTERPRET=1
-_OP: list = []          # [True] once torch.ops.kernels.kda_step is registered
+_OP: list = []          # [True] once torch.ops.lineage.kda_step is registered
 
 
 def _register_op() -> None:
-    """``torch.ops.kernels.kda_step``: the same launch written so torch.compile can trace it
+    """``torch.ops.lineage.kda_step``: the same launch written so torch.compile can trace it
     (torch.library.triton_op, torch >= 2.6). Inductor then keeps our kernel in the graph it
     builds, fused work around it, instead of stopping at an opaque Python launcher."""
     from torch.library import triton_op, wrap_triton
 
-    @triton_op("kernels::kda_step", mutates_args={"state", "read"})
+    @triton_op("lineage::kda_step", mutates_args={"state", "read"})
     def _op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
             state: torch.Tensor, read: Optional[torch.Tensor], scale: float, gate: int) -> torch.Tensor:
         B, H, K = q.shape
@@ -271,9 +271,9 @@ _op_ready._dynamo_marked_constant = True
 
 
 def kda_step_op():
-    """``torch.ops.kernels.kda_step`` (q, k, v, g, beta, state, read, scale, gate), the custom
+    """``torch.ops.lineage.kda_step`` (q, k, v, g, beta, state, read, scale, gate), the custom
     op torch.compile traces kda_step into, registered on first use. g = q when gate is 0."""
     if _IS_COMPILING is None:
         raise RuntimeError("kda_step_op needs torch.library.triton_op (torch >= 2.6)")
     _op_ready()
-    return torch.ops.kernels.kda_step
+    return torch.ops.lineage.kda_step
