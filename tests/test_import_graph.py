@@ -7,7 +7,7 @@ import graphlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("lineage", "tui", "scenarios")
+PACKAGES = ("lineage", "tui")
 # the Triton kernels and their launchers: torch and triton only, never the references they are checked against
 KERNELS = ("lineage.ops.kernels", "lineage.ops.delta.chunk", "lineage.ops.delta.fused_recurrent",
            "lineage.ops.situ.fused", "lineage.ops.moe.fused_step")

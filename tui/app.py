@@ -15,7 +15,8 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from scenarios import DIR as SCENARIO_DIR
+from lineage.scenarios import DIR as SCENARIO_DIR
+from lineage.scenarios import resolve as bundled
 
 from .command_palette import Palette
 from .panels.base import Panel
@@ -35,14 +36,6 @@ def scenario_title(path: Path) -> str:
         return str(yaml.safe_load(path.read_text(encoding="utf-8")).get("title") or path.stem)
     except Exception:  # noqa: BLE001  a palette entry is no place for a scenario's problems
         return path.stem
-
-
-def bundled(name: str) -> str:
-    """A path, or the name of a bundled scenario ('recall' -> scenarios/recall.yaml), as `lineage run` takes it."""
-    p = Path(name)
-    if not p.exists() and not p.suffix and (SCENARIO_DIR / f"{name}.yaml").exists():
-        return str(SCENARIO_DIR / f"{name}.yaml")
-    return name
 
 
 class LineageApp(App):

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from lineage import __version__
-from scenarios import DIR as SCENARIO_DIR
+from lineage.scenarios import DIR as SCENARIO_DIR
 
 from . import export_cli, train_cli
 from .opening import check, checkpoint_options, checkpoint_scenario, err, guarded, made_scenario, missing, resolve

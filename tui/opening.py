@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from lineage.arithmetic import DTYPE_BYTES
-from scenarios import DIR as SCENARIO_DIR
+from lineage.scenarios import DIR as SCENARIO_DIR
+from lineage.scenarios import resolve  # noqa: F401  a name or a path, as the commands take it
 
 
 # the scenarios made for checkpoint directories: their temporary path -> (the directory as the
@@ -83,14 +84,6 @@ def missing(path: str) -> str:
     hint = did_you_mean(Path(path).stem, [f.stem for f in SCENARIO_DIR.glob("*.yaml")]) \
         if not Path(path).suffix or Path(path).suffix in (".yaml", ".yml") else ""
     return f"{path}: no such file{hint}"
-
-
-def resolve(name: str) -> str:
-    """A path, or the name of a bundled scenario ('tour' -> scenarios/tour.yaml)."""
-    p = Path(name)
-    if not p.exists() and not p.suffix and (SCENARIO_DIR / f"{name}.yaml").exists():
-        return str(SCENARIO_DIR / f"{name}.yaml")
-    return name
 
 
 

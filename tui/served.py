@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 
 from lineage.files import kind_of
-from scenarios import DIR as SCENARIO_DIR
+from lineage.scenarios import DIR as SCENARIO_DIR
 
 ROOT_ENV = "LINEAGE_SERVE_ROOT"
 MAX_SESSIONS = 4         # app processes at once: about 1.4 GB of playing apps, a laptop's share

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from lineage.configs import MIXERS
 from lineage.retention import CLEARS, HOLDS
-from scenarios import DIR as SCENARIO_DIR
+from lineage.scenarios import DIR as SCENARIO_DIR
+from lineage.scenarios import resolve
 
 WEIGHTS_DIR = Path(SCENARIO_DIR) / "weights"
 # each mixer's one-mechanism preset, in the registry's order; a row appears once its
@@ -349,6 +350,7 @@ def evaluate(args) -> int:
 
 
 def _evaluate(args) -> int:
+    args.checkpoint = resolve(args.checkpoint)      # scenarios/weights/X as a checkout had it
     try:
         _check_seed(args.seed)
         pairs = _pairs(args.pairs)

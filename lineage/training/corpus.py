@@ -23,7 +23,7 @@ HELD_OUT_BUCKET = 0          # crc32(path) % 10 == 0: held out
 # the held-out split a shipped text model was scored on, as that Python version's standard
 # library holds it (PSF licence, scenarios/data/README): scoring reads it in place of this
 # machine's, so the sidecar's bits per byte reproduce on any Python
-SHIPPED = Path(__file__).resolve().parents[2] / "scenarios" / "data"
+SHIPPED = Path(__file__).resolve().parents[1] / "scenarios" / "data"
 
 
 def shipped_held_out(python: str | None, size: int | None) -> np.ndarray | None:

@@ -172,7 +172,7 @@ def bench_gpu_session(steps: int = 100) -> dict:
 
     from lineage.scenario import load
     from lineage.playback.session import Session
-    tour = Path(__file__).resolve().parents[2] / "scenarios" / "tour.yaml"
+    tour = Path(__file__).resolve().parents[2] / "lineage" / "scenarios" / "tour.yaml"
     out, sessions = {}, {}
     for mode in ("0", "auto"):
         os.environ["LINEAGE_GRAPH"] = mode

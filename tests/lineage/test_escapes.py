@@ -34,11 +34,11 @@ def test_scenario_text_with_control_characters_is_refused(tmp_path, capsys, wher
 
 
 def test_trace_text_is_shown_escaped(tmp_path, capsys):
-    scenario = (ROOT / "scenarios" / "recall.yaml").read_text()
+    scenario = (ROOT / "lineage" / "scenarios" / "recall.yaml").read_text()
     path = tmp_path / "e.trace"
     from lineage.playback.session import Session
     from lineage.scenario import load
-    s = Session(load(ROOT / "scenarios" / "recall.yaml"), device="cpu")
+    s = Session(load(ROOT / "lineage" / "scenarios" / "recall.yaml"), device="cpu")
     good = s.frame(0)
     meta = dict(good.meta, caption=OSC52 + "caption", event=OSC2)
     with TraceWriter(path, scenario, dict(s.info, title=OSC2 + "title")) as w:

@@ -16,7 +16,7 @@ from tui.panels import render
 from tui.panels.common import History, HeadSweep
 from tui.panels.decay import lines
 
-SC = Path(__file__).resolve().parents[2] / "scenarios"
+SC = Path(__file__).resolve().parents[2] / "lineage" / "scenarios"
 THRESHOLD = re.compile(r"alpha\s*([<>])\s*(\d*\.\d+|\d+)")
 # the scenarios whose captions count channels that hold or clear
 COUNTED = ["forgetting", "forgetting_gone", "two_timescales", "lineage_compare", "tour", "tour_random"]

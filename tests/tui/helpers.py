@@ -14,7 +14,7 @@ from tui.panels.base import Panel
 from tui.widgets.timeline import Timeline
 
 ROOT = Path(__file__).resolve().parents[2]
-SC = ROOT / "scenarios"
+SC = ROOT / "lineage" / "scenarios"
 
 
 async def settle(pilot, app, index=None, timeout=60.0):

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _corrupt_trace(tmp_path) -> Path:
     path = tmp_path / "t.trace"
-    assert main(["record", str(ROOT / "scenarios" / "recall.yaml"), "-o", str(path), "--steps", "20"]) == 0
+    assert main(["record", str(ROOT / "lineage" / "scenarios" / "recall.yaml"), "-o", str(path), "--steps", "20"]) == 0
     r = TraceReader(path)
     offset, n, _ = r._offsets[9]                    # frame 10's payload
     r.close()

@@ -24,7 +24,7 @@ def test_palette_marks_nan():
 def test_a_trace_of_nan_renders(tmp_path, capsys):
     from lineage.playback.session import Session
     from lineage.scenario import load
-    s = Session(load(ROOT / "scenarios" / "tour.yaml"), device="cpu")
+    s = Session(load(ROOT / "lineage" / "scenarios" / "tour.yaml"), device="cpu")
     path = tmp_path / "nan.trace"
     with TraceWriter(path, s.sc.text, s.info) as w:
         for i in range(3):

@@ -12,7 +12,7 @@ from lineage.playback.trace import TraceReader, TraceWriter
 from tui.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-RECALL = str(ROOT / "scenarios" / "recall.yaml")
+RECALL = str(ROOT / "lineage" / "scenarios" / "recall.yaml")
 
 
 def _one_line(capsys, *needles):

@@ -61,7 +61,7 @@ def _rss_mb(pid: int) -> float:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("served")
-    (cwd / ODD).write_text((ROOT / "scenarios" / "recall.yaml").read_text())
+    (cwd / ODD).write_text((ROOT / "lineage" / "scenarios" / "recall.yaml").read_text())
     port = _free_port()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "serve", ODD, "--port", str(port)], cwd=cwd,
@@ -192,7 +192,7 @@ def test_served_open_refuses_without_reading(tmp_path, monkeypatch):
     inside = tmp_path / "mine.yaml"
     inside.write_text("version: 1\n")
     assert refusal(str(inside)) is None
-    assert refusal(str(ROOT / "scenarios" / "tour.yaml")) is None        # bundled
+    assert refusal(str(ROOT / "lineage" / "scenarios" / "tour.yaml")) is None        # bundled
     assert "outside" in refusal("/etc/passwd")
     (tmp_path / "link.yaml").symlink_to("/etc/passwd")
     assert "outside" in refusal(str(tmp_path / "link.yaml"))
@@ -227,7 +227,7 @@ def test_served_app_open_outside_root_reads_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(lineage.playback.session, "open_path", lambda p, **kw: opened.append(p) or real(p, **kw))
 
     async def go():
-        app = LineageApp(str(ROOT / "scenarios" / "recall.yaml"))
+        app = LineageApp(str(ROOT / "lineage" / "scenarios" / "recall.yaml"))
         async with app.run_test(size=(120, 40)) as pilot:
             for _ in range(600):
                 await pilot.pause(0.05)

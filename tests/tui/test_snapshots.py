@@ -11,7 +11,7 @@ from tui.app import LineageApp
 from tui.panels.base import Panel
 from tui.headless import settle
 
-SC = Path(__file__).resolve().parents[2] / "scenarios"
+SC = Path(__file__).resolve().parents[2] / "lineage" / "scenarios"
 
 CASES = [
     ("tour", 12, "state"), ("tour", 12, "decay"), ("tour", 12, "routing"), ("tour", 12, "depth"),

@@ -13,7 +13,7 @@ from lineage.scenario import ScenarioError, loads
 from tui.cli import main
 from tui.snapshot import caption_steps, slide_steps
 
-SC = Path(__file__).resolve().parents[2] / "scenarios"
+SC = Path(__file__).resolve().parents[2] / "lineage" / "scenarios"
 
 HEAD = """version: 1
 title: numbering

@@ -14,7 +14,7 @@ from tui.cli import main
 
 from tests.tui.helpers import settle  # until the frame asked for is shown
 
-SC = Path(__file__).resolve().parents[2] / "scenarios"
+SC = Path(__file__).resolve().parents[2] / "lineage" / "scenarios"
 
 
 @pytest.fixture

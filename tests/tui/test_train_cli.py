@@ -20,7 +20,7 @@ from tui import train_cli
 from tui.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = ROOT / "scenarios" / "weights" / "tiny-deltanet-mqar.safetensors"
+SHIPPED = ROOT / "lineage" / "scenarios" / "weights" / "tiny-deltanet-mqar.safetensors"
 TINY = ["train", "tiny-deltanet", "--task", "mqar", "--pairs", "4", "--steps", "3", "--batch", "4",
         "--device", "cpu", "--eval-sequences", "4"]
 

@@ -10,7 +10,7 @@ from lineage.files import new_file, output_problem, write_new
 from tui.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-FACTS = str(ROOT / "scenarios" / "fig3_two_facts.yaml")
+FACTS = str(ROOT / "lineage" / "scenarios" / "fig3_two_facts.yaml")
 
 
 def _one_line(capsys, *needles):

@@ -9,7 +9,7 @@ from lineage.scenario import load
 from tui.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
-TOUR = ROOT / "scenarios" / "tour.yaml"      # a tour frame is ~120 KB
+TOUR = ROOT / "lineage" / "scenarios" / "tour.yaml"      # a tour frame is ~120 KB
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from lineage.scenario import load
 from tui.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
-TOUR = ROOT / "scenarios" / "tour.yaml"
+TOUR = ROOT / "lineage" / "scenarios" / "tour.yaml"
 OLD = time.time() - 3 * 86400          # three days ago: past every age the cache waits for
 
 

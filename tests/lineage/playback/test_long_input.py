@@ -204,7 +204,7 @@ def test_free_memory_is_known_on_this_cpu():
 
 
 def test_the_bundled_long_document_steps_from_the_end_of_its_file():
-    sc = load(ROOT / "scenarios" / "long_document.yaml")
+    sc = load(ROOT / "lineage" / "scenarios" / "long_document.yaml")
     assert len(sc.input.text.encode()) == 6185 and sc.decoding.prefill == 6121
     s = Session(sc, device="cpu")
     assert s.total == 64 and "prefilled 6,121 of 6,185 tokens" in s.info["notes"]

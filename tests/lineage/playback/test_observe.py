@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def test_toy_frames_keep_the_write_the_memory_made():
     """S after a step is the decayed S before it plus dS, exactly (the toy runs in float64)."""
-    s = Session(load(ROOT / "scenarios/recall.yaml"), device="cpu")
+    s = Session(load(ROOT / "lineage/scenarios/recall.yaml"), device="cpu")
     for m in range(2):
         prev = np.zeros_like(s.frame(0).state(m, 0).S)
         for i in range(8):
@@ -26,7 +26,7 @@ def test_toy_frames_keep_the_write_the_memory_made():
 
 def test_language_model_frames_keep_the_write():
     """A linear-attention layer adds k^T v: the frame's dS is that write (stored in float16)."""
-    s = Session(load(ROOT / "scenarios/lineage_compare.yaml"), device="cpu")
+    s = Session(load(ROOT / "lineage/scenarios/lineage_compare.yaml"), device="cpu")
     f = s.frame(3)
     st = f.state(1, 0)                                  # model 0 is softmax attention: no state
     assert f.state(0, 0) is None and st.mixer == "linear" and st.dS.dtype == np.float16

@@ -11,9 +11,9 @@ from lineage.scenario import load, loads
 from tui.panels import PANELS, default_panels
 
 ROOT = Path(__file__).resolve().parents[3]
-OLD = [(ROOT / "tests/lineage/data/recall_5steps.trace", ROOT / "scenarios/recall.yaml"),
+OLD = [(ROOT / "tests/lineage/data/recall_5steps.trace", ROOT / "lineage/scenarios/recall.yaml"),
        (ROOT / "tests/lineage/data/lineage_compare_2steps.trace",
-        ROOT / "scenarios/lineage_compare_random.yaml")]        # recorded with random weights
+        ROOT / "lineage/scenarios/lineage_compare_random.yaml")]        # recorded with random weights
 
 
 @pytest.mark.parametrize("trace,scenario", OLD, ids=lambda p: p.stem)

@@ -13,7 +13,7 @@ from lineage.playback.trace import TraceError, TraceReader
 from tui.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
-SC = ROOT / "scenarios"
+SC = ROOT / "lineage" / "scenarios"
 BUNDLED = sorted(SC.glob("*.yaml"))
 
 

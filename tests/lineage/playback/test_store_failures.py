@@ -19,7 +19,7 @@ from lineage.playback.store import FrameStore
 from lineage.scenario import load
 
 
-TOUR = Path(__file__).resolve().parents[3] / "scenarios" / "tour.yaml"
+TOUR = Path(__file__).resolve().parents[3] / "lineage" / "scenarios" / "tour.yaml"
 
 
 def _frame(i: int) -> Frame:

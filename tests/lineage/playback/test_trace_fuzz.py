@@ -19,7 +19,7 @@ REC = struct.Struct("<cII")
 @pytest.fixture(scope="module")
 def good(tmp_path_factory) -> bytes:
     path = tmp_path_factory.mktemp("fuzz") / "good.trace"
-    assert main(["record", str(ROOT / "scenarios" / "recall.yaml"), "-o", str(path), "--steps", "6"]) == 0
+    assert main(["record", str(ROOT / "lineage" / "scenarios" / "recall.yaml"), "-o", str(path), "--steps", "6"]) == 0
     return path.read_bytes()
 
 

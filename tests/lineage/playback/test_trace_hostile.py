@@ -20,7 +20,7 @@ from lineage.playback.trace import MAGIC, TraceError, TraceReader, TraceWriter
 from tui.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
-SCENARIO = (ROOT / "scenarios" / "recall.yaml").read_text()
+SCENARIO = (ROOT / "lineage" / "scenarios" / "recall.yaml").read_text()
 REC = struct.Struct("<cII")
 
 

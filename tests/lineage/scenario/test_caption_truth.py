@@ -19,7 +19,7 @@ from lineage.presets import get_preset
 from lineage.scenario import load
 from tui.panels import render
 
-SC = Path(__file__).parents[3] / "scenarios"
+SC = Path(__file__).parents[3] / "lineage" / "scenarios"
 LESSONS = ["fig1_param_ratio", "fig2_kv_cache", "fig3_two_facts", "fig3_dials", "fig4_chunk_dial", "fig5_gating",
            "fig6_channel_decay", "fig7_k3_layer_map", "fig8_moe_sparsity", "fig9_memory_table", "recall",
            "recall_overload", "decayed_memory", "active_params", "decode_bytes", "gated_mla"]

@@ -13,9 +13,9 @@ from lineage.scenario.problems import ScenarioError
 from tui.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
-BUNDLED = sorted((ROOT / "scenarios").glob("*.yaml"))
+BUNDLED = sorted((ROOT / "lineage" / "scenarios").glob("*.yaml"))
 LINE = re.compile(r"^[^\n:]+:\d+:\d+: .+$")
-GOOD = (ROOT / "scenarios" / "tour.yaml").read_text()
+GOOD = (ROOT / "lineage" / "scenarios" / "tour.yaml").read_text()
 
 
 def problems_of(text: str, name="s.yaml") -> list[str]:

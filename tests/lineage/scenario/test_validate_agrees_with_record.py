@@ -166,7 +166,7 @@ def test_hand_set_tables(change, where):
     """The toy memory's hand-set tables: a table with too few rows failed in record (a ValueError
     traceback) after validate said yes."""
     from pathlib import Path
-    text = (Path(__file__).resolve().parents[3] / "scenarios" / "fig6_channel_decay.yaml").read_text()
+    text = (Path(__file__).resolve().parents[3] / "lineage" / "scenarios" / "fig6_channel_decay.yaml").read_text()
     assert change[0] in text
     with pytest.raises(ScenarioError) as e:
         loads(text.replace(*change), "m.yaml")

@@ -21,7 +21,7 @@ from tui.cli import main
 from tui.panels import render
 
 ROOT = Path(__file__).resolve().parents[3]
-W = ROOT / "scenarios" / "weights"
+W = ROOT / "lineage" / "scenarios" / "weights"
 SHIPPED = sorted(p.stem for p in W.glob("*.safetensors"))
 SEED = 99
 
@@ -176,7 +176,7 @@ def test_arena_orders_the_lineage(capsys):
 # ----------------------------------------------------------------- captions against frames
 
 def _session(name: str) -> Session:
-    return Session(load(ROOT / "scenarios" / f"{name}.yaml"), device="cpu")
+    return Session(load(ROOT / "lineage" / "scenarios" / f"{name}.yaml"), device="cpu")
 
 
 def _caption(sc, at: int) -> str:

@@ -215,7 +215,7 @@ def test_a_ctrl_c_while_publishing_waits_until_the_pair_is_whole(tmp_path, monke
 
 def test_shipped_checkpoints_have_no_embedded_recipe_and_still_load():
     """Saved before the weights carried their recipe: the sidecar is trusted as it is."""
-    shipped = Path(__file__).resolve().parents[3] / "scenarios" / "weights" / "tiny-deltanet-mqar.safetensors"
+    shipped = Path(__file__).resolve().parents[3] / "lineage" / "scenarios" / "weights" / "tiny-deltanet-mqar.safetensors"
     assert checkpoint.embedded_recipe(shipped) is None
     _, meta = checkpoint.load(shipped)
     assert meta["preset"] == "tiny-deltanet"
@@ -374,6 +374,6 @@ def test_segmented_seed_0_is_the_forgetting_scenarios_input():
     """The scenario says its input is segmented's seed 0: a change to how the task draws (gone
     keys moved to the segment before the last) must not change sequences without gone keys."""
     from lineage.scenario import load
-    ids = load(Path(__file__).resolve().parents[3] / "scenarios" / "forgetting.yaml").input.ids
+    ids = load(Path(__file__).resolve().parents[3] / "lineage" / "scenarios" / "forgetting.yaml").input.ids
     b = segmented(np.random.default_rng(0), 1, 12, 8)
     assert list(b.ids[0][:len(ids)]) == list(ids)

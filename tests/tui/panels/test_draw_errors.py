@@ -18,7 +18,7 @@ from tui.panels import PANELS, render
 from tui.panels.base import Unshowable
 from tui.panels.decay import DecayPanel
 
-SC = Path(__file__).resolve().parents[3] / "scenarios"
+SC = Path(__file__).resolve().parents[3] / "lineage" / "scenarios"
 
 
 def _bug(*a, **kw):

@@ -17,7 +17,7 @@ from tui.panels import render
 from tui.panels.figure import FigurePanel, chunk_plot
 from tui.headless import settle as settled
 
-SC = Path(__file__).resolve().parents[3] / "scenarios"
+SC = Path(__file__).resolve().parents[3] / "lineage" / "scenarios"
 FIGURES = ["fig1_param_ratio", "fig2_kv_cache", "fig3_dials", "fig4_chunk_dial", "fig7_k3_layer_map",
            "fig8_moe_sparsity", "fig9_memory_table", "active_params", "decode_bytes"]
 

@@ -18,7 +18,7 @@ from tui.headless import settle
 from tui.panels.base import Panel
 from tui.widgets.text_box import TextBox
 
-SC = Path(__file__).resolve().parents[3] / "scenarios"
+SC = Path(__file__).resolve().parents[3] / "lineage" / "scenarios"
 THEMES = {True: "textual-dark", False: "textual-light"}
 
 

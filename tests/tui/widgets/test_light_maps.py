@@ -13,7 +13,7 @@ from tui.headless import settle
 from tui.panels.recall import error_style
 from tui.widgets.heatmap import Heatmap, colour_bar
 
-SC = Path(__file__).resolve().parents[3] / "scenarios"
+SC = Path(__file__).resolve().parents[3] / "lineage" / "scenarios"
 ZERO = {"diverging": len(palette.DIVERGING) // 2, "sequential": 0}
 
 
