@@ -8,7 +8,7 @@ from pathlib import Path
 from pyflakes import checker, messages
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("lineage", "tui", "tests")
+PACKAGES = ("lineage", "tests")
 UNDEFINED = (messages.UndefinedName, messages.UndefinedLocal, messages.UndefinedExport)
 
 

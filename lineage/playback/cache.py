@@ -4,7 +4,7 @@ N steps before it again each time (300 steps of the tour: 2-3 s, and the PyTorch
 An entry is a trace file in the cache's own folder, named by a key over everything the frames
 depend on: the scenario's text, the directory it is read from, the contents of its input file
 (`input: {file: ...}`: edited, the same YAML makes other frames), the size and time of any
-checkpoint it names, the source of the code that makes frames (lineage/, its kernels included), and the
+checkpoint it names, the source of the code that makes frames (lineage/ but its app and command line), and the
 settings that choose device and backend. An entry is read as a stranger's trace would be (the
 trace reader checks every record it reads), then held to the scenario: its header must carry the
 same scenario text, every frame up to the one asked for must pass its checksum, and that frame
@@ -166,6 +166,8 @@ def _code_digest() -> str:
     h = hashlib.sha256()
     root = Path(__file__).resolve().parents[2]
     for f in sorted((root / "lineage").rglob("*.py")):
+        if f.relative_to(root).parts[1] in ("app", "cli"):      # what shows frames, not what makes them
+            continue
         h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
     return h.hexdigest()
 

@@ -17,7 +17,7 @@ from .reader import Located
 from .schema import MAX_INPUT_FILE, Scenario
 
 WHERE = ("input", "file")
-SERVE_ROOT_ENV = "LINEAGE_SERVE_ROOT"       # tui/served.py's: set when the app is served
+SERVE_ROOT_ENV = "LINEAGE_SERVE_ROOT"       # lineage/cli/served.py's: set when the app is served
 
 
 def input_file_path(name: str, base_dir: Path | None) -> Path:

@@ -56,7 +56,7 @@ def _rss_mb(pid: int) -> float:
 
 
 def _launch(scenario: str | None, cols: int, rows: int):
-    argv = [sys.executable, "-m", "tui.cli"] + (["run", scenario] if scenario else [])
+    argv = [sys.executable, "-m", "lineage.cli.main"] + (["run", scenario] if scenario else [])
     pid, fd = pty.fork()
     if pid == 0:
         os.environ.update(TERM="xterm-256color", COLORTERM="truecolor", COLUMNS=str(cols), LINES=str(rows))

@@ -2,7 +2,7 @@
 
     python -m tests.benchmarks.bench_first_frame [--runs 5] [--size 160 50] [--base REV] [SCENARIO]
 
-Each run starts a fresh `python -m tui.cli run SCENARIO` in a pty, presses nothing, and stops
+Each run starts a fresh `python -m lineage.cli.main run SCENARIO` in a pty, presses nothing, and stops
 the clock when the output holds both the timeline's "step N / M" counter (written only once a
 frame is shown) and the state panel's title ("state · ", set when it draws data). Three
 conditions, interleaved run by run: `cold` (an empty cache directory: the first launch of a
@@ -43,7 +43,7 @@ def _launch(code: Path, scenario: str, cols: int, rows: int, cache: str):
         os.chdir(code)
         os.environ.update(TERM="xterm-256color", COLORTERM="truecolor", COLUMNS=str(cols), LINES=str(rows),
                           PYTHONPATH=str(code), LINEAGE_CACHE_DIR=cache)
-        os.execv(sys.executable, [sys.executable, "-m", "tui.cli", "run", scenario])
+        os.execv(sys.executable, [sys.executable, "-m", "lineage.cli.main", "run", scenario])
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     return pid, fd
 

@@ -34,7 +34,7 @@ import sys, time
 mode, path = sys.argv[1], sys.argv[2]
 import torch, lineage                   # what every command pays first, timed apart from the refusal
 from lineage.pretrained import PretrainedError
-from tui.cli import main
+from lineage.cli.main import main
 t = time.perf_counter()
 if mode in ("params", "validate"):
     rc = main([mode, path])

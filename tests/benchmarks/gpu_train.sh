@@ -31,7 +31,7 @@ R
 while read -r name preset rest; do
   [ -z "$name" ] && continue
   [[ "$name" =~ $only ]] || continue
-  timeout "$limit" python3 -m tui.cli train "$preset" $rest --device cuda --time-limit "$train_s" -o "$out/w/$name.safetensors" \
+  timeout "$limit" python3 -m lineage.cli.main train "$preset" $rest --device cuda --time-limit "$train_s" -o "$out/w/$name.safetensors" \
     > "$out/log/$name.log" 2>&1 &
 done <<< "$ROSTER"
 wait

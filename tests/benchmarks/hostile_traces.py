@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 from tests.lineage.playback.test_trace_hostile import _hostile  # noqa: E402  (the same files the tests check)
 
 # peak memory from VmHWM: getrusage's ru_maxrss survives exec and would report the parent's size
-CHILD = ("import sys, time; t = time.perf_counter(); from tui.cli import main; rc = main(['validate', sys.argv[1]]); "
+CHILD = ("import sys, time; t = time.perf_counter(); from lineage.cli.main import main; rc = main(['validate', sys.argv[1]]); "
          "hwm = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0]; "
          "print(rc, time.perf_counter() - t, hwm, file=sys.stderr)")
 

@@ -33,7 +33,7 @@ R
 fi
 while read -r name preset rest; do
   [ -z "$name" ] && continue
-  timeout "$limit" python3 -m tui.cli train "$preset" --task segmented $rest --steps $steps --batch 128 --lr 3e-3 \
+  timeout "$limit" python3 -m lineage.cli.main train "$preset" --task segmented $rest --steps $steps --batch 128 --lr 3e-3 \
     --device cuda --time-limit "$train_s" -o "$out/w/$name.safetensors" > "$out/w/$name.log" 2>&1 &
 done <<< "$TRIALS"
 wait

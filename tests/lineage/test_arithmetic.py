@@ -70,7 +70,7 @@ def test_fmt_bytes(n, shown):
 
 
 def test_the_memory_command_prints_sizes_as_the_panels_do(capsys):
-    from tui.cli import main
+    from lineage.cli.main import main
     assert main(["memory", "k3-mini", "--context", "4096", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert main(["memory", "k3-mini", "--context", "4096"]) == 0

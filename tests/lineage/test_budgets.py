@@ -6,7 +6,7 @@ from pathlib import Path
 
 from lineage.presets import PRESETS
 from lineage.scenario.checks import MAX_SCENARIO_BYTES, prefill_bytes, resident_bytes
-from tui.cli import main
+from lineage.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKENS = 600_000            # two k3-mini keep ~0.57 GiB after reading this; reading it on the CPU needs ~1.0 GiB more
@@ -44,7 +44,7 @@ def test_a_prefill_past_the_budget_is_one_located_line(tmp_path, capsys):
 
 def test_record_refuses_it_the_same_way_before_building_anything(tmp_path):
     path = _scenario(tmp_path, TOKENS)
-    r = subprocess.run([sys.executable, "-m", "tui.cli", "record", str(path), "-o", str(tmp_path / "t.trace")],
+    r = subprocess.run([sys.executable, "-m", "lineage.cli.main", "record", str(path), "-o", str(tmp_path / "t.trace")],
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()

@@ -8,7 +8,7 @@ import pytest
 from lineage.escapes import visible, visible_tree
 from lineage.playback.frame import Frame
 from lineage.playback.trace import TraceReader, TraceWriter
-from tui.cli import main
+from lineage.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 OSC52 = "\x1b]52;c;aGVsbG8=\x07"        # sets the clipboard

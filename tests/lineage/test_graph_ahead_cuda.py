@@ -36,7 +36,7 @@ def test_frames_queued_ahead_equal_frames_one_at_a_time(monkeypatch):
     from lineage.playback import runners
     from lineage.playback.session import Session
     from lineage.scenario import load
-    from tests.tui.helpers import SC
+    from tests.app.helpers import SC
 
     def frames(ahead: bool) -> list:
         monkeypatch.setattr(runners, "AHEAD", ahead)

@@ -12,9 +12,9 @@ from lineage.playback.session import Session
 from lineage.retention import CLEARING, CLEARS, HOLDING, HOLDS, tally
 from lineage.scenario import load
 from lineage.training.evaluate import gate_stats
-from tui.panels import render
-from tui.panels.common import History, HeadSweep
-from tui.panels.decay import lines
+from lineage.app.panels import render
+from lineage.app.panels.common import History, HeadSweep
+from lineage.app.panels.decay import lines
 
 SC = Path(__file__).resolve().parents[2] / "lineage" / "scenarios"
 THRESHOLD = re.compile(r"alpha\s*([<>])\s*(\d*\.\d+|\d+)")

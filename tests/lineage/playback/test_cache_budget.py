@@ -6,7 +6,7 @@ import pytest
 
 from lineage.playback import cache
 from lineage.scenario import load
-from tui.cli import main
+from lineage.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[3]
 TOUR = ROOT / "lineage" / "scenarios" / "tour.yaml"      # a tour frame is ~120 KB

@@ -19,7 +19,7 @@ from lineage.playback import cache, trace
 from lineage.playback.session import Session
 from lineage.playback.trace import TraceReader
 from lineage.scenario import load
-from tui.cli import main
+from lineage.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[3]
 TOUR = ROOT / "lineage" / "scenarios" / "tour.yaml"

@@ -16,7 +16,7 @@ from lineage.playback.session import Session, reporting_prefill
 from lineage.scenario import load
 from lineage.scenario.problems import ScenarioError
 from lineage.scenario.schema import MAX_INPUT_FILE
-from tui.cli import main
+from lineage.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -109,7 +109,7 @@ def test_the_prefill_reports_its_progress_chunk_by_chunk(tmp_path):
 
 
 def test_the_app_opening_a_long_input_shows_the_prefill_on_its_loading_screen(tmp_path, monkeypatch):
-    from tui.loader import open_for_app
+    from lineage.cli.loader import open_for_app
     monkeypatch.setenv("LINEAGE_CACHE_DIR", str(tmp_path / "cache"))   # the trace cache on: the app's way
     (tmp_path / "doc.txt").write_text("abcdefgh" * 1200, encoding="utf-8")
     stages = []
@@ -144,7 +144,7 @@ def test_a_frame_after_a_long_prefill_costs_what_one_after_a_short_one_does(tmp_
 
 
 def test_the_app_reads_an_input_file_edited_since_its_last_opening(tmp_path, monkeypatch):
-    from tui.loader import open_for_app
+    from lineage.cli.loader import open_for_app
     monkeypatch.setenv("LINEAGE_CACHE_DIR", str(tmp_path / "cache"))
     path = scenario(tmp_path)
     for text in ("aaaaaaaaaa", "bbbbbbbbbb"):            # the scenario's text stays the same
@@ -166,7 +166,7 @@ def test_a_checkpoint_read_far_keeps_the_attention_rows_of_its_panels_layers_onl
 
 
 def test_the_loading_screen_says_how_far_and_how_fast():
-    from tui.loader import prefill_progress
+    from lineage.cli.loader import prefill_progress
     said, now = [], [100.0]
     report = prefill_progress(said.append, clock=lambda: now[0])
     report("kimi", 0, 131_072)
@@ -188,7 +188,7 @@ def test_a_prompt_that_cannot_fit_is_one_line_before_it_is_read(tmp_path, monkey
                             "activations; this machine has 5.0 MiB free")
     assert main(["record", str(path), "-o", str(tmp_path / "o.trace")]) == 2
     assert capsys.readouterr().err.splitlines() == [str(e.value)]
-    from tui.loader import Unopened, open_for_app
+    from lineage.cli.loader import Unopened, open_for_app
     monkeypatch.setenv("LINEAGE_CACHE_DIR", "off")
     with pytest.raises(Unopened) as u:                 # the app's dialog: that line, no traceback
         open_for_app(str(path), False, lambda text: None)
@@ -208,7 +208,7 @@ def test_the_bundled_long_document_steps_from_the_end_of_its_file():
     assert len(sc.input.text.encode()) == 6185 and sc.decoding.prefill == 6121
     s = Session(sc, device="cpu")
     assert s.total == 64 and "prefilled 6,121 of 6,185 tokens" in s.info["notes"]
-    from tui.panels import render
+    from lineage.app.panels import render
     for step, caption in ((0, sc.captions[0]), (63, sc.captions[1])):
         cache = render(s, step, "cache")
         for said in ("6,122 tokens cached" if step == 0 else "6,185 tokens", "956.6 KiB" if step == 0 else

@@ -35,7 +35,7 @@ def test_language_model_frames_keep_the_write():
 
 
 def test_panels_read_records_not_keys():
-    for path in (ROOT / "tui/panels").glob("*.py"):
+    for path in (ROOT / "lineage/app/panels").glob("*.py"):
         src = path.read_text()
         for bad in (r"\.arrays\b", r"\.meta\b", r"layer_meta|model_meta|last_write", r"\.get\(m\b",
                     r"np\.outer|einsum", r"measured_memory"):

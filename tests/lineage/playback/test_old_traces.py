@@ -8,7 +8,7 @@ import pytest
 
 from lineage.playback.session import Replay, Session
 from lineage.scenario import load, loads
-from tui.panels import PANELS, default_panels
+from lineage.app.panels import PANELS, default_panels
 
 ROOT = Path(__file__).resolve().parents[3]
 OLD = [(ROOT / "tests/lineage/data/recall_5steps.trace", ROOT / "lineage/scenarios/recall.yaml"),

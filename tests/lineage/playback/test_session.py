@@ -10,7 +10,7 @@ import pytest
 from lineage.scenario import load, loads
 from lineage.playback.session import Replay, Session, open_path
 from lineage.playback.trace import TraceError, TraceReader
-from tui.cli import main
+from lineage.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[3]
 SC = ROOT / "lineage" / "scenarios"
@@ -228,7 +228,7 @@ class NoTorch:
         if name == "torch" or name.startswith("torch."):
             raise ImportError("torch is blocked in this test")
 sys.meta_path.insert(0, NoTorch())
-from tui.cli import main
+from lineage.cli.main import main
 rc = main(["snapshot", {str(path)!r}, "--step", "6", "-o", "-"])
 assert rc == 0, rc
 assert "torch" not in sys.modules

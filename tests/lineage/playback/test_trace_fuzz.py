@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lineage.playback.trace import MAGIC, TraceError, TraceReader
-from tui.cli import main
+from lineage.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[3]
 REC = struct.Struct("<cII")

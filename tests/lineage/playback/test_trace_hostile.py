@@ -17,7 +17,7 @@ import pytest
 from lineage.playback.frame import Frame
 from lineage.presets import get_preset
 from lineage.playback.trace import MAGIC, TraceError, TraceReader, TraceWriter
-from tui.cli import main
+from lineage.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[3]
 SCENARIO = (ROOT / "lineage" / "scenarios" / "recall.yaml").read_text()
@@ -126,7 +126,7 @@ def test_each_hostile_trace_is_one_line_exit_2(hostile, capsys, salvage):
 def test_hostile_traces_stay_in_bounded_memory(hostile):
     """All of them validated in one child process: its peak resident memory stays small."""
     # VmHWM, not getrusage's ru_maxrss: the latter survives exec, so it reports pytest's own size
-    code = ("import sys; from tui.cli import main; "
+    code = ("import sys; from lineage.cli.main import main; "
             "[main(['validate', p]) for p in sys.argv[1:]]; "
             "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])")
     out = subprocess.run([sys.executable, "-c", code, *map(str, hostile.values())], capture_output=True, text=True,
@@ -139,7 +139,7 @@ def test_special_files_are_refused_at_once(tmp_path):
     fifo = tmp_path / "pipe.trace"
     os.mkfifo(fifo)
     for path in (fifo, Path("/dev/zero"), tmp_path):     # each would block or read forever if opened
-        out = subprocess.run([sys.executable, "-m", "tui.cli", "validate", str(path)], capture_output=True,
+        out = subprocess.run([sys.executable, "-m", "lineage.cli.main", "validate", str(path)], capture_output=True,
                              text=True, timeout=120, env=_env())     # a loaded box's import, not a read
         assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
         # a directory is read as a checkpoint directory (lineage run DIR), which this one is not

@@ -18,7 +18,7 @@ from lineage.mechanisms.observed import StepObs  # noqa: E402
 from lineage.playback.session import Session  # noqa: E402
 from lineage.scenario import loads  # noqa: E402
 from lineage.scenario.problems import ScenarioError  # noqa: E402
-from tui.cli import main  # noqa: E402
+from lineage.cli.main import main  # noqa: E402
 
 from .helpers import rel  # noqa: E402
 from .test_hybrids import kimi  # noqa: E402

@@ -137,7 +137,7 @@ def test_qwen3_next_without_a_shared_expert_equals_transformers(tmp_path):
 
 def test_cli_messages_name_the_directory_not_the_made_scenario(tmp_path, capsys):
     """`lineage record / validate DIR` speak of DIR and its files, never of /tmp/lineage-*/NAME.yaml."""
-    from tui.cli import main
+    from lineage.cli.main import main
     gpt2(tmp_path / "m")
     rewrite(tmp_path / "m", transformer__h__0__ln_1__bias=lambda t: t[1:].contiguous())
     capsys.readouterr()
@@ -155,8 +155,8 @@ def test_cli_messages_name_the_directory_not_the_made_scenario(tmp_path, capsys)
 
 
 def test_scenario_problems_and_dialog_title_name_the_directory(tmp_path):
-    from tui.opening import as_given, made_scenario
-    from tui.screens.error import ErrorScreen
+    from lineage.cli.opening import as_given, made_scenario
+    from lineage.app.screens.error import ErrorScreen
     gpt2(tmp_path / "m")
     made = made_scenario(str(tmp_path / "m"), ids=[1])
     root = str((tmp_path / "m").resolve())

@@ -116,7 +116,7 @@ def test_the_shapes_only_build_has_the_models_parameters(built):
 def test_validate_refuses_a_wrong_tensor_from_its_header(built, tmp_path, monkeypatch, capsys, case):
     """`lineage validate DIR`, and validate of a scenario naming DIR, run the same header checks
     as a load (before, both exited 0 and only `run` found the tensor): one line, exit 2, no tensor read."""
-    from tui.cli import main
+    from lineage.cli.main import main
     family, name, shape, words = CASES[case]
     path = spoiled(built, tmp_path, family, name, shape)
     sc = tmp_path / "s.yaml"

@@ -10,7 +10,7 @@ pytest.importorskip("transformers")
 
 import lineage  # noqa: E402
 from lineage.pretrained import PretrainedError  # noqa: E402
-from tui.cli import main  # noqa: E402
+from lineage.cli.main import main  # noqa: E402
 
 from .test_gpt2 import gpt2  # noqa: E402
 from .test_hybrids import kimi, qwen  # noqa: E402

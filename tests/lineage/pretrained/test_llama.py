@@ -166,7 +166,7 @@ def test_lineage_run_dir_opens_it(tmp_path, capsys):
     from lineage.playback.session import Session
     from lineage.pretrained.scenario import checkpoint_scenario
     from lineage.scenario import loads
-    from tui.cli import main
+    from lineage.cli.main import main
     make(tmp_path / "tiny-llama", rope_parameters=llama3())
     text = checkpoint_scenario(tmp_path / "tiny-llama", ids=[5, 6, 7], steps=4)
     sc = loads(text)
@@ -397,7 +397,7 @@ def test_some_layers_windowed_project_layer_by_layer(tmp_path):
 def test_a_windowed_checkpoint_draws_past_its_window(tmp_path, capsys):
     """Past W the attention panel still covers positions 0 .. pos (0 outside the window) and the
     cache panel counts W tokens cached."""
-    from tui.cli import main
+    from lineage.cli.main import main
     make(tmp_path / "tiny-mistral", family="mistral", sliding_window=4, num_hidden_layers=2)
     for panel in ("attention", "cache"):
         assert main(["snapshot", str(tmp_path / "tiny-mistral"), "--ids", "5,6,7,8,9,10", "--step", "6",

@@ -14,7 +14,7 @@ from lineage.playback.session import Replay  # noqa: E402
 from lineage.pretrained.scenario import GENERATE, TAIL  # noqa: E402
 from lineage.scenario import loads  # noqa: E402
 from lineage.scenario.problems import ScenarioError  # noqa: E402
-from tui.cli import main  # noqa: E402
+from lineage.cli.main import main  # noqa: E402
 
 from .test_hybrids import kimi  # noqa: E402
 from .test_scenarios import tokenizer  # noqa: E402

@@ -12,7 +12,7 @@ from lineage.arithmetic import count, model_memory
 from lineage.pretrained.loader import read_model_config
 from lineage.pretrained.placement import (PlacementError, capacities, describe, layer_cache_bytes, parse_device_map,
                                           parse_gpu_memory, plan)
-from tui.cli import main
+from lineage.cli.main import main
 
 H200 = 141 * 10**9
 CTX = 131072

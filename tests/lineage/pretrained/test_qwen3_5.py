@@ -190,7 +190,7 @@ def test_opens_as_a_scenario_with_state_decay_and_routing(tmp_path):
     from lineage.pretrained.scenario import checkpoint_scenario
     from lineage.playback.session import Session
     from lineage.scenario import loads
-    from tui.cli import main
+    from lineage.cli.main import main
     qwen(tmp_path / "tiny-qwen3.5", moe=True, composite=True)
     text = checkpoint_scenario(tmp_path / "tiny-qwen3.5", ids=[5, 6, 7], steps=4)
     sc = __import__("yaml").safe_load(text)

@@ -10,7 +10,7 @@ tokenizers = pytest.importorskip("tokenizers")
 from lineage.scenario import loads  # noqa: E402
 from lineage.scenario.problems import ScenarioError  # noqa: E402
 from lineage.playback.session import Replay, Session  # noqa: E402
-from tui.cli import main  # noqa: E402
+from lineage.cli.main import main  # noqa: E402
 
 from .test_hybrids import kimi  # noqa: E402
 
@@ -106,7 +106,7 @@ def test_big_states_keep_only_the_watched_layers(ckpt, monkeypatch):
     assert s.info["models"][0]["watch"] == [2, 4]
     assert f.state(0, 2) is not None and f.state(0, 0) is None and f.decay(0, 4) is not None
     assert f.nbytes < small.frame(1).nbytes
-    from tui.panels.state import StatePanel
+    from lineage.app.panels.state import StatePanel
     assert StatePanel({"kind": "state"}).drawable_layers(s) == [2, 4]
     small.close(), s.close()
 

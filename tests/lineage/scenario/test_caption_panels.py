@@ -3,7 +3,7 @@ name is one located line from `lineage validate`, exit 2."""
 import textwrap
 
 from lineage.scenario import load
-from tui.cli import main
+from lineage.cli.main import main
 
 SCENARIO = """\
 version: 1

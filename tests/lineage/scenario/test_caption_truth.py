@@ -17,7 +17,7 @@ from lineage.arithmetic import measured_memory, model_memory
 from lineage.playback.session import Session
 from lineage.presets import get_preset
 from lineage.scenario import load
-from tui.panels import render
+from lineage.app.panels import render
 
 SC = Path(__file__).parents[3] / "lineage" / "scenarios"
 LESSONS = ["fig1_param_ratio", "fig2_kv_cache", "fig3_two_facts", "fig3_dials", "fig4_chunk_dial", "fig5_gating",
@@ -154,7 +154,7 @@ def test_cache_panel_counts_what_the_running_model_holds():
 
 
 def test_memory_command_states_its_dtypes(capsys):
-    from tui.cli import main
+    from lineage.cli.main import main
     assert main(["memory", "k3"]) == 0
     out = capsys.readouterr().out
     assert "S 434,110,464 + conv cache 15,261,696" in out and "bf16 cache, fp32 state, bf16 conv cache" in out
@@ -224,7 +224,7 @@ def test_gate_panel_refused_without_a_gated_mla():
     ("{kind: decode_bytes, presets: [gpt3]}", "unknown preset 'gpt3'"),
 ])
 def test_bad_figure_settings_are_one_located_line(tmp_path, capsys, figure, says):
-    from tui.cli import main
+    from lineage.cli.main import main
     f = tmp_path / "bad.yaml"
     f.write_text(f"version: 1\ntitle: x\nfigure: {figure}\n")
     assert main(["validate", str(f)]) == 2

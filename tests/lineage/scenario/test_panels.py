@@ -11,7 +11,7 @@ from lineage.scenario import loads
 from lineage.scenario.panels import LAYER_PANELS, MEMORY_PANELS, PANEL_KINDS, WATCHED, panel_layers
 from lineage.scenario.problems import ScenarioError
 from lineage.scenario.schema import Panel
-from tui.panels import PANELS
+from lineage.app.panels import PANELS
 
 # every mixer kind once, MoE every other layer, MLA with its output gate
 MODEL = """version: 1
@@ -112,7 +112,7 @@ def test_checkpoint_default_panels_open_where_panel_layers_points(session):
 
 
 def test_a_panel_no_layer_can_show_is_one_clear_line(tmp_path, capsys):
-    from tui.cli import main
+    from lineage.cli.main import main
     bad = tmp_path / "bad.yaml"
     bad.write_text("version: 1\ntitle: t\nmodel: {preset: tiny-kda}\ninput: {text: hi}\npanels: [{kind: attention}]\n")
     assert main(["validate", str(bad)]) == 2

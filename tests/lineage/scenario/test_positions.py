@@ -2,7 +2,7 @@
 time when the scenario would feed it past its table, instead of failing at that step."""
 import pytest
 
-from tui.cli import main
+from lineage.cli.main import main
 
 EDGE = """version: 1
 title: edge

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from lineage.scenario import load, loads
 from lineage.scenario.problems import ScenarioError
-from tui.cli import main
+from lineage.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[3]
 BUNDLED = sorted((ROOT / "lineage" / "scenarios").glob("*.yaml"))
@@ -86,7 +86,7 @@ def test_validate_cli_exit_codes(tmp_path, capsys):
 
 
 def test_validate_is_fast_and_torch_free():
-    code = ("import sys, time; t = time.perf_counter(); from tui.cli import main; "
+    code = ("import sys, time; t = time.perf_counter(); from lineage.cli.main import main; "
             f"rc = main(['validate', *{[str(p) for p in BUNDLED]!r}]); "
             "assert rc == 0, rc; assert 'torch' not in sys.modules, 'torch imported'; "
             "print(time.perf_counter() - t)")

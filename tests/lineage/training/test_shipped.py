@@ -17,8 +17,8 @@ from lineage.scenario import load
 from lineage.training import checkpoint
 from lineage.training.evaluate import evaluate
 from lineage.training.tasks import TaskSpec
-from tui.cli import main
-from tui.panels import render
+from lineage.cli.main import main
+from lineage.app.panels import render
 
 ROOT = Path(__file__).resolve().parents[3]
 W = ROOT / "lineage" / "scenarios" / "weights"

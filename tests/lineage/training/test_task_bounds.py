@@ -9,7 +9,7 @@ from lineage.presets import get_preset
 from lineage.training import checkpoint, tasks
 from lineage.training.evaluate import evaluate
 from lineage.training.tasks import KEY_IDS, TaskSpec, two_timescales
-from tui.cli import main
+from lineage.cli.main import main
 
 
 @pytest.fixture

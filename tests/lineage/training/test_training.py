@@ -17,7 +17,7 @@ from lineage.training.evaluate import Probe, evaluate, gate_stats, segment_confu
 from lineage.training.loop import TrainSettings, train
 from lineage.training.tasks import (FACT, GONE, KEY_IDS, QUERY, SEP, VALUE_BASE, TaskSpec, mqar, segmented,
                                     two_timescales)
-from tui.cli import main
+from lineage.cli.main import main
 
 
 @pytest.mark.parametrize("pairs", [1, 7, 64, 124])

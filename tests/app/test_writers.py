@@ -1,0 +1,153 @@
+"""Every writer keeps the same rules (lineage/files.py): `snapshot`, `slides` and the app's `s`
+key never replace a file without --force, never take their input as output, never write
+through a symbolic link, and a failed write (a full disk) leaves nothing behind."""
+import os
+from pathlib import Path
+
+import pytest
+
+from lineage.files import new_file, output_problem, write_new
+from lineage.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+FACTS = str(ROOT / "lineage" / "scenarios" / "fig3_two_facts.yaml")
+
+
+def _one_line(capsys, *needles):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0] and all(n in err[0] for n in needles), err
+    return err[0]
+
+
+def _snap(out, *more):
+    return main(["snapshot", FACTS, "--step", "2", "-o", str(out), *more])
+
+
+def test_snapshot_never_replaces_without_force(tmp_path, capsys):
+    out = tmp_path / "notes.txt"
+    out.write_text("my lecture notes")
+    assert _snap(out) == 2
+    _one_line(capsys, str(out), "exists", "--force")
+    assert out.read_text() == "my lecture notes"
+    assert _snap(out, "--force") == 0 and "1.21" in out.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]       # no partial left
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_snapshot_never_writes_through_a_link(tmp_path, capsys, force):
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("keep")
+    (tmp_path / "to-file.txt").symlink_to(target)
+    (tmp_path / "dangling.svg").symlink_to(tmp_path / "made-by-following.svg")
+    for name in ("to-file.txt", "dangling.svg"):
+        assert _snap(tmp_path / name, *force) == 2
+        _one_line(capsys, "symbolic link")
+    assert target.read_text() == "keep" and not (tmp_path / "made-by-following.svg").exists()
+
+
+def test_snapshot_never_replaces_its_input(tmp_path, capsys):
+    scen = tmp_path / "scen.txt"                   # a scenario whose name has an output's suffix
+    scen.write_text(Path(FACTS).read_text())
+    trace = tmp_path / "t.png"                     # a trace named like a picture
+    assert main(["record", FACTS, "-o", str(trace), "--steps", "3"]) == 0
+    kept = trace.read_bytes()
+    for src in (scen, trace):
+        assert main(["snapshot", str(src), "--step", "2", "-o", str(src), "--force"]) == 2
+        _one_line(capsys, "is the input file")
+    assert trace.read_bytes() == kept and scen.read_text() == Path(FACTS).read_text()
+
+
+def test_snapshot_on_a_full_disk_leaves_nothing(small_fs, capsys):
+    disk = small_fs(4)                             # one page: a whole screen as PNG is larger, fonts or none
+    out = disk / "a.png"
+    assert _snap(out) == 2
+    _one_line(capsys, str(out), "No space left")
+    assert list(disk.iterdir()) == []
+
+
+def test_slides_never_replace_a_note_or_follow_a_link(tmp_path, capsys):
+    deck = tmp_path / "deck"
+    deck.mkdir()
+    note = deck / "01-step0008.txt"                # a text file with a slide's name, and no PNG
+    note.write_text("mine")
+    assert main(["slides", "fig5_gating", "-o", str(deck), "--scale", "0.3"]) == 2
+    _one_line(capsys, "01-step0008.txt", "exists")
+    note.unlink()
+    (deck / "02-step0009.png").symlink_to(tmp_path / "victim.png")
+    for force in ([], ["--force"]):
+        assert main(["slides", "fig5_gating", "-o", str(deck), "--scale", "0.3", *force]) == 2
+        _one_line(capsys, "02-step0009.png", "symbolic link")
+    assert not (tmp_path / "victim.png").exists() and sorted(os.listdir(deck)) == ["02-step0009.png"]
+    (deck / "02-step0009.png").unlink()
+    assert main(["slides", "fig5_gating", "-o", str(deck), "--scale", "0.3"]) == 0
+    first = (deck / "01-step0008.txt").read_text()
+    assert main(["slides", "fig5_gating", "-o", str(deck), "--scale", "0.3"]) == 2     # a deck is there
+    assert main(["slides", "fig5_gating", "-o", str(deck), "--scale", "0.3", "--force"]) == 0
+    assert (deck / "01-step0008.txt").read_text() == first and not [p for p in deck.iterdir() if
+                                                                   p.name.startswith(".")]
+
+
+def test_slides_leave_another_decks_files_alone(tmp_path, capsys):
+    deck = tmp_path / "deck"
+    deck.mkdir()
+    other = deck / "09-step0050.png"
+    other.write_bytes(b"another deck")
+    assert main(["slides", "fig5_gating", "-o", str(deck), "--scale", "0.3"]) == 2
+    _one_line(capsys, "another deck")
+    assert main(["slides", "fig5_gating", "-o", str(deck), "--scale", "0.3", "--force"]) == 0
+    assert other.read_bytes() == b"another deck" and "left as they were" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cmd", ["slides", "snapshot"])
+def test_a_name_too_long_is_one_line(tmp_path, capsys, cmd):
+    long = tmp_path / ("d" * 300)
+    args = ["-o", str(long)] if cmd == "slides" else ["--step", "1", "-o", f"{long}.txt"]
+    assert main([cmd, "fig5_gating", *args]) == 2
+    _one_line(capsys, "255")
+
+
+def test_new_file_appears_whole_or_not_at_all(tmp_path):
+    out = tmp_path / "out.bin"
+    with pytest.raises(RuntimeError):
+        with new_file(out) as f:
+            f.write(b"half")
+            raise RuntimeError("the writer failed")
+    assert list(tmp_path.iterdir()) == []
+    write_new(out, b"whole")
+    with pytest.raises(FileExistsError):
+        write_new(out, b"again")
+    assert out.read_bytes() == b"whole" and output_problem(out) == "exists (--force replaces it)"
+    (tmp_path / "link").symlink_to(out)
+    write_new(tmp_path / "link", b"new", force=True)           # the link is replaced, its target kept
+    assert out.read_bytes() == b"whole" and not (tmp_path / "link").is_symlink()
+
+
+def test_s_key_on_a_dotted_name_and_a_planted_link(tmp_path):
+    """`recall.v2.yaml`: each press writes files of its own (a stem cut at the dot made every
+    press write `lineage-recall.*`), and a link at the next name is stepped over, not followed."""
+    from tests.app.helpers import run, settle
+    from lineage.app.app import LineageApp
+    scen = tmp_path / "recall.v2.yaml"
+    scen.write_text(Path(FACTS).read_text())
+    snaps = tmp_path / "snaps"
+    snaps.mkdir()
+    outside = tmp_path / "outside.svg"
+    (snaps / "lineage-recall.v2-step1-2.svg").symlink_to(outside)
+
+    async def go():
+        app = LineageApp(str(scen))
+        app.snapshot_dir = snaps
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, app, 0)
+            for _ in range(2):
+                await pilot.press("s")
+                await pilot.pause(0.1)
+            await settle(pilot, app, 0)                       # the PNG workers
+            return [n.message for n in app._notifications]
+    said = run(go())
+    assert not outside.exists()
+    names = sorted(p.name for p in snaps.iterdir() if not p.is_symlink())
+    assert names == sorted(f"lineage-recall.v2-step1{s}{x}" for s in ("", "-3") for x in (".png", ".svg", ".txt"))
+    for m in said:                                    # every file a notice names is there
+        stem = m.split("saved ")[1].split(".svg")[0]
+        assert Path(stem + ".svg").is_file() and Path(stem + ".txt").is_file(), m
