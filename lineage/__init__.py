@@ -15,6 +15,6 @@ __version__ = "0.1.0"
 
 def load_pretrained(path, device="cpu", dtype=None, device_map=None):
     """(LM, tokenizer or None) from a checkpoint directory in the Hugging Face layout; see
-    lineage.pretrained. Imported lazily: `import lineage` stays free of torch."""
-    from .pretrained import load_pretrained as load
+    lineage.families. Imported lazily: `import lineage` stays free of torch."""
+    from .families import load_pretrained as load
     return load(path, device, dtype, device_map)

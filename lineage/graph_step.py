@@ -17,8 +17,8 @@ from dataclasses import replace
 
 import torch
 
-from .mechanisms.observed import StepObs
-from .mechanisms.static_cache import StaticCache
+from .mixers.observed import StepObs
+from .mixers.static_cache import StaticCache
 from .model import LM, ModelState
 
 

@@ -16,16 +16,16 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .configs import MIXERS, ModelConfig
-from .mechanisms.attnres import AttnRes
-from .mechanisms.ffn import DenseFFN
-from .mechanisms.moe import MoE
-from .mechanisms.observed import LayerObs, StepObs
+from .mixers.attnres import AttnRes
+from .mixers.ffn import DenseFFN
+from .mixers.moe import MoE
+from .mixers.observed import LayerObs, StepObs
 
 FFN_CLASSES = {"dense": DenseFFN, "moe": MoE}
 
 
 def mixer_class(kind: str) -> type[nn.Module]:
-    """The nn.Module of a mixer kind, as its descriptor names it ("lineage.mechanisms.kda:KDA"):
+    """The nn.Module of a mixer kind, as its descriptor names it ("lineage.mixers.kda:KDA"):
     the registry in configs.py stays torch-free, and a new mixer adds no line here."""
     module, _, name = MIXERS[kind].module.partition(":")
     return getattr(importlib.import_module(module), name)
@@ -137,7 +137,7 @@ class LM(nn.Module):
 
     def placed(self) -> None:
         """Note where each block's weights live, once they are in place: where they are not all on
-        the embedding's device (a device map, lineage.pretrained.placement), the stream moves to
+        the embedding's device (a device map, lineage.families.placement), the stream moves to
         each block's device before the block reads it, and to the head's at the end. Each layer's
         state and cache are made by its mixer from its input, so they live beside its weights."""
         here = self.wte.weight.device

@@ -49,7 +49,7 @@ def prefill(model, ids: Tensor, state=None, chunk: int | None = None,
     return logits[:, -1], state
 
 
-# mask entries per block where the queries attend in blocks (lineage.mechanisms.causal.BLOCK_ELEMENTS,
+# mask entries per block where the queries attend in blocks (lineage.mixers.causal.BLOCK_ELEMENTS,
 # a test holds the two equal): torch-free here, as `validate` budgets with this module
 MASK_BLOCK = 1 << 24
 # what the CPU allocator keeps beyond the live tensors: glibc raises its mmap threshold to the size

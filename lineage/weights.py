@@ -1,5 +1,5 @@
 """A .safetensors file into a built model: the one reader of weight files behind scenarios'
-`checkpoint` fields and `lineage eval` / `arena` (real checkpoints' shards: lineage.pretrained)."""
+`checkpoint` fields and `lineage eval` / `arena` (real checkpoints' shards: lineage.families)."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -21,7 +21,7 @@ from .opening import check, checkpoint_options, checkpoint_scenario, err, guarde
 def _config_of(name: str):
     """A preset's config, or a checkpoint directory's (read from its config.json, no weights)."""
     if Path(name).expanduser().is_dir():
-        from lineage.pretrained import read_model_config
+        from lineage.families import read_model_config
         return read_model_config(name)[0]
     from lineage.presets import get_preset
     return get_preset(name)
@@ -110,8 +110,8 @@ def _memory(args) -> int:
 def _memory_plan(cfg, args) -> int:
     """`lineage memory DIR --device-map MAP`: where each layer would go and the bytes per device,
     from config.json and a meta build alone (no weight read); a map that cannot fit is one line."""
-    from lineage.pretrained import PretrainedError
-    from lineage.pretrained.placement import describe, gb, plan_map
+    from lineage.families import PretrainedError
+    from lineage.families.placement import describe, gb, plan_map
     try:
         p = plan_map(cfg, args.device_map, args.context, args.weight_bytes, args.gpu_memory)
     except PretrainedError as e:          # PlacementError is one
@@ -159,9 +159,9 @@ def _checked_path(f: str) -> str | None:
     scenario `lineage run DIR` would open (None, its problem printed, when there is none)."""
     if not Path(f).expanduser().is_dir():
         return resolve(f)
-    from lineage.pretrained import PretrainedError
-    from lineage.pretrained.shards import resolve_dir
-    from lineage.pretrained.tokenizer import tokenizer_for
+    from lineage.families import PretrainedError
+    from lineage.families.shards import resolve_dir
+    from lineage.families.tokenizer import tokenizer_for
     try:       # no tokenizer: `run` needs --ids, any will do to check the rest
         return made_scenario(f, ids=None if tokenizer_for(resolve_dir(f)) else [0])
     except PretrainedError as e:

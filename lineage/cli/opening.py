@@ -157,7 +157,7 @@ def checkpoint_scenario(args, attr: str) -> int | None:
              if getattr(args, k, None) is not None]
     if not Path(target).expanduser().is_dir():
         return err(f"{target}: {', '.join(given)} apply to a checkpoint directory") if given else None
-    from lineage.pretrained import PretrainedError
+    from lineage.families import PretrainedError
     ids = None
     if args.ids is not None:
         try:
@@ -192,7 +192,7 @@ def made_scenario(target: str, text=None, ids=None, dtype=None, device=None, tex
     import atexit
     import shutil
     import tempfile
-    from lineage.pretrained.scenario import checkpoint_scenario as scenario_text
+    from lineage.families.scenario import checkpoint_scenario as scenario_text
     folder = Path(tempfile.mkdtemp(prefix="lineage-"))
     atexit.register(shutil.rmtree, folder, True)
     file = None

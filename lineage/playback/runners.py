@@ -11,7 +11,7 @@ import dataclasses
 import functools
 from pathlib import Path
 
-from ..mechanisms.observed import StepObs
+from ..mixers.observed import StepObs
 from ..arithmetic import count
 from ..configs import MIXERS
 from ..scenario.build import build_config, pretrained_dir
@@ -365,11 +365,11 @@ def _load_pretrained(sc: Scenario, spec, spec_path: tuple, device, base_dir: Pat
     """(model, its directory) or a ScenarioError placed at the spec's `pretrained` field (at its
     `device_map` for a map that cannot be planned). A device map is planned for the run's
     context (cache and state at its last step) and what lands where is said in `notes`."""
-    from ..pretrained import PretrainedError, load_pretrained
+    from ..families import PretrainedError, load_pretrained
     path = pretrained_dir(spec, base_dir)
     placed = None
     if spec.device_map is not None:
-        from ..pretrained.placement import describe, gb, plan_checkpoint
+        from ..families.placement import describe, gb, plan_checkpoint
         try:
             placed = plan_checkpoint(path, spec.device_map, context, spec.dtype, base_dir)
         except PretrainedError as e:

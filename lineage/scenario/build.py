@@ -69,7 +69,7 @@ def build_config(spec: ModelSpec, path: tuple, loc: Located, problems: list,
     if spec.memory is not None:
         return None
     if spec.pretrained is not None:     # a real model: its own size, none of a session's toy limits
-        from ..pretrained import PretrainedError, read_model_config
+        from ..families import PretrainedError, read_model_config
         try:
             return read_model_config(pretrained_dir(spec, base_dir))[0]
         except PretrainedError as e:

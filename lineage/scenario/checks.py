@@ -247,15 +247,15 @@ def semantic(sc: Scenario, loc: Located, problems: list, base_dir: Path | None) 
 
 def _check_weights(sc: Scenario, cfgs: list, loc: Located, problems: list, base_dir: Path | None) -> None:
     """Each checkpoint whose config.json read: its weight files against it from the safetensors
-    headers (lineage.pretrained.loader.check_weights: a tensor of the wrong shape, place or dtype),
+    headers (lineage.families.loader.check_weights: a tensor of the wrong shape, place or dtype),
     so what validates loads. The one check here that imports torch, for a meta build of the
     model; only scenarios naming a checkpoint pay it. A folder named twice is checked once."""
     seen = set()
     for i, (cfg, spec) in enumerate(zip(cfgs, sc.model_specs)):
         if cfg is None or spec.pretrained is None:
             continue
-        from ..pretrained import PretrainedError, read_model_config
-        from ..pretrained.loader import check_weights
+        from ..families import PretrainedError, read_model_config
+        from ..families.loader import check_weights
         try:
             _, arch, root, raw = read_model_config(pretrained_dir(spec, base_dir))
             if root in seen:
@@ -266,7 +266,7 @@ def _check_weights(sc: Scenario, cfgs: list, loc: Located, problems: list, base_
             problems.append(loc.problem(sc.model_path(i) + ("pretrained",), str(e)))
             continue
         if spec.device_map is not None:       # planned as record would plan it here: a map that cannot fit
-            from ..pretrained.placement import plan_checkpoint
+            from ..families.placement import plan_checkpoint
             context = (total_steps(sc, base_dir) or 0) + sc.decoding.prefill + 2
             try:
                 plan_checkpoint(root, spec.device_map, context, spec.dtype, base_dir)
@@ -301,8 +301,8 @@ def _check_table(sc: Scenario, key: str, loc: Located, problems: list) -> None:
 
 def _no_tokenizer(spec, base_dir: Path | None) -> str:
     """Why a checkpoint gives no tokenizer: none there, or the broken file's own one line."""
-    from ..pretrained.problems import PretrainedError
-    from ..pretrained.tokenizer import tokenizer_for
+    from ..families.problems import PretrainedError
+    from ..families.tokenizer import tokenizer_for
     try:
         tokenizer_for(pretrained_dir(spec, base_dir), strict=True)
     except PretrainedError as e:
@@ -316,7 +316,7 @@ def scenario_tokenizer(sc: Scenario, base_dir: Path | None = None):
     specs = sc.model_specs
     if not specs or specs[0].pretrained is None:
         return None
-    from ..pretrained.tokenizer import tokenizer_for
+    from ..families.tokenizer import tokenizer_for
     return tokenizer_for(pretrained_dir(specs[0], base_dir or sc.base_dir))
 
 

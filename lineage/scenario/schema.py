@@ -67,7 +67,7 @@ class ModelSpec(Strict):
     dtype: Literal["float32", "float64", "bfloat16", "float16"] | None = None   # pretrained: None = its own
     device: Literal["auto", "cpu", "cuda"] | None = None                 # pretrained: None = the scenario's
     # pretrained: its layers placed over devices (auto, balanced, sequential, cuda:0,cpu or a
-    # map FILE.json relative to the scenario; lineage.pretrained.placement), instead of `device`
+    # map FILE.json relative to the scenario; lineage.families.placement), instead of `device`
     device_map: str | None = Field(None, min_length=1, max_length=4096)
     checkpoint: str | None = None        # this model's .safetensors (relative to the scenario); else weights.checkpoint
 

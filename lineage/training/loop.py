@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..mechanisms.moe import MoE
+from ..mixers.moe import MoE
 from .tasks import Batch, TaskSpec, batch, mqar
 
 

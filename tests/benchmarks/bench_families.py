@@ -160,7 +160,7 @@ BLOCK = 8            # tokens per turn when the two decoders alternate
 
 def race(family: str, folder: Path, ref, ids, prefill: int, steps: int, dtype: str, dev) -> None:
     from lineage.playback.session import Session
-    from lineage.pretrained.scenario import checkpoint_scenario
+    from lineage.families.scenario import checkpoint_scenario
     from lineage.scenario import loads
     text = checkpoint_scenario(folder, ids=[int(x) for x in ids[0]], dtype=dtype, device=dev.type)
     text = text.replace("mode: greedy", f"mode: teacher\n  prefill: {prefill}")

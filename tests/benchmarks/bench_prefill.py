@@ -75,7 +75,7 @@ def status(key):
     return int([l.split()[1] for l in open("/proc/self/status") if l.startswith(key)][0]) * 1024
 name, tokens = sys.argv[1], int(sys.argv[2])
 if Path(name).is_dir():
-    from lineage.pretrained import read_model_config
+    from lineage.families import read_model_config
     cfg = read_model_config(name)[0]
 else:
     from lineage.presets import get_preset
@@ -96,7 +96,7 @@ print(json.dumps({"before": before, "peak": status("VmHWM"), "s": time.perf_coun
 def check_estimate(lengths: list[int]) -> int:
     """Budget (kept + activation_bytes) against the measured peak RSS growth of a CPU prefill,
     for k3-mini-like presets and a Kimi Linear checkpoint config (bench_pretrained's CPU width)."""
-    from lineage.pretrained import read_model_config
+    from lineage.families import read_model_config
     with tempfile.TemporaryDirectory(prefix="kimi-config-") as folder:     # a config.json alone: no weights
         kimi_config(8, smoke=False, mid=True).to_json_file(str(Path(folder) / "config.json"))
         return _check_estimate(lengths, read_model_config(folder)[0], folder)

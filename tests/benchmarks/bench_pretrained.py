@@ -172,7 +172,7 @@ def main() -> int:
 
     # -- ours through the app's Session: default panels, CUDA graph, frames built on the host --
     from lineage.playback.session import Session
-    from lineage.pretrained.scenario import checkpoint_scenario
+    from lineage.families.scenario import checkpoint_scenario
     from lineage.scenario import loads
     text = checkpoint_scenario(folder, ids=[int(x) for x in ids[0, :args.prefill + args.steps]],
                                dtype=dtype, device="cuda" if dev.type == "cuda" else "cpu", prefill=args.prefill)

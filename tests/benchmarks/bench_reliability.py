@@ -10,7 +10,7 @@ folder: validate checks every tensor's header without reading one).
 
 A case passes when the child exits 2 with one line on stderr, in under 5 s and 500 MB; the table
 says which do not. The tiny checkpoints are the tests' own builders (transformers' classes,
-saved), so the folders are the ones tests/lineage/pretrained/test_hostile_folders.py refuses.
+saved), so the folders are the ones tests/lineage/families/test_hostile_folders.py refuses.
 """
 import base64
 import json
@@ -33,7 +33,7 @@ CHILD = """
 import sys, time
 mode, path = sys.argv[1], sys.argv[2]
 import torch, lineage                   # what every command pays first, timed apart from the refusal
-from lineage.pretrained import PretrainedError
+from lineage.families import PretrainedError
 from lineage.cli.main import main
 t = time.perf_counter()
 if mode in ("params", "validate"):
@@ -51,12 +51,12 @@ print("RESULT", rc, time.perf_counter() - t, hwm, file=sys.stderr)
 
 
 def builders() -> dict:
-    from tests.lineage.pretrained.test_gpt2 import gpt2
-    from tests.lineage.pretrained.test_hybrids import kimi, qwen
-    from tests.lineage.pretrained.test_llama import make
-    from tests.lineage.pretrained.test_mamba2_checkpoint import mamba
-    from tests.lineage.pretrained.test_olmo_hybrid import olmo
-    from tests.lineage.pretrained.test_qwen3_5 import qwen as qwen3_5
+    from tests.lineage.families.test_gpt2 import gpt2
+    from tests.lineage.families.test_hybrids import kimi, qwen
+    from tests.lineage.families.test_llama import make
+    from tests.lineage.families.test_mamba2_checkpoint import mamba
+    from tests.lineage.families.test_olmo_hybrid import olmo
+    from tests.lineage.families.test_qwen3_5 import qwen as qwen3_5
     return {"gpt2": gpt2, "llama": make, "qwen3": lambda p: make(p, "qwen3"), "kimi_linear": kimi,
             "qwen3_next": qwen, "qwen3_5": lambda p: qwen3_5(p, moe=True, composite=True), "olmo_hybrid": olmo,
             "mamba2": mamba}

@@ -57,7 +57,7 @@ def ms(times: list[float]) -> str:
 
 def profile_step(folder: Path, vocab: int, steps: int) -> None:
     from lineage.playback.session import Session
-    from lineage.pretrained.scenario import checkpoint_scenario
+    from lineage.families.scenario import checkpoint_scenario
     from lineage.scenario import loads
     dtype = torch.float32 if SMOKE else torch.bfloat16
     # 32 prefill, the frames timed here, and room for the 21 bare replays below: each advances the

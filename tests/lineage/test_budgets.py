@@ -106,7 +106,7 @@ def test_the_cpu_estimate_covers_the_measured_prefills():
 
 
 def test_the_mask_block_is_causal_attentions():
-    from lineage.mechanisms import causal
+    from lineage.mixers import causal
     from lineage.prefill import MASK_BLOCK
     assert MASK_BLOCK == causal.BLOCK_ELEMENTS
 
@@ -117,7 +117,7 @@ def test_a_short_convs_cache_holds_its_whole_chunk():
     import dataclasses
 
     import torch
-    from lineage.mechanisms.short_conv import ShortConv
+    from lineage.mixers.short_conv import ShortConv
     from lineage.prefill import activation_bytes
     conv = ShortConv(8, 4)
     with torch.inference_mode():

@@ -12,14 +12,14 @@ from rich.style import Style
 from torch import nn
 
 from lineage.ops import kernels
-import lineage.mechanisms
+import lineage.mixers
 from lineage import ops
 from lineage.backend import set_backend
 from lineage.configs import FFN_CONFIGS, MIXERS, MechanismConfig, ModelConfig
 from lineage.model import LM, mixer_class
 from lineage.presets import PRESETS, get_preset
 from lineage.scenario.schema import MemorySpec
-from lineage.mechanisms.observed import AttentionObs, StateObs, StepObs
+from lineage.mixers.observed import AttentionObs, StateObs, StepObs
 
 KINDS = list(MIXERS)
 
@@ -70,8 +70,8 @@ def test_every_mixer_config_field_and_module_has_a_descriptor():
     assert fields == {m.field for m in MIXERS.values()}
     named = {m.module for m in MIXERS.values()}
     configs = {m.config for m in MIXERS.values()}
-    for info in pkgutil.iter_modules(lineage.mechanisms.__path__):
-        mod = importlib.import_module(f"lineage.mechanisms.{info.name}")
+    for info in pkgutil.iter_modules(lineage.mixers.__path__):
+        mod = importlib.import_module(f"lineage.mixers.{info.name}")
         for name, cls in inspect.getmembers(mod, inspect.isclass):
             if cls.__module__ == mod.__name__ and issubclass(cls, nn.Module):
                 hint = typing.get_type_hints(cls.__init__).get("cfg")

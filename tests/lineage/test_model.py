@@ -4,7 +4,7 @@ import torch
 
 from lineage.model import LM
 from lineage.presets import PRESETS, get_preset
-from lineage.mechanisms.observed import AttentionObs, StateObs, StepObs
+from lineage.mixers.observed import AttentionObs, StateObs, StepObs
 
 RUNNABLE = [n for n in PRESETS if not get_preset(n).shape_only and n != "gpt2-small"]
 
@@ -102,7 +102,7 @@ def test_static_cache_steps_equal_growing_cache(name):
     """The fixed-capacity MLA and KV caches used for CUDA-graph capture give the same logits,
     and the same attention over the written prefix, as the growing caches."""
     from lineage.graph_step import to_static
-    from lineage.mechanisms.static_cache import StaticCache
+    from lineage.mixers.static_cache import StaticCache
     torch.manual_seed(0)
     made = {"rotary-softmax": _rotary_softmax, "rotary-conv-softmax": _rotary_conv_softmax}
     model = LM(made[name]() if name in made else get_preset(name)).double()

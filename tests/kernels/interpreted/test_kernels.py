@@ -24,7 +24,7 @@ from lineage.ops.delta import chunk as cd   # noqa: E402
 from lineage.ops.delta import chunk_scores   # noqa: E402
 from lineage.ops.delta.fused_recurrent import kda_step_op   # noqa: E402
 from lineage import ops             # noqa: E402
-from lineage.mechanisms.observed import StateObs, StepObs
+from lineage.mixers.observed import StateObs, StepObs
 
 RTOL = 1e-4
 B, H, V = 1, 2, 48
@@ -403,7 +403,7 @@ def test_graph_step_body_keeps_its_state_buffers_current():
     """The body GraphStep captures (its _run) leaves the new delta state, conv cache included,
     in its fixed buffers whether the kernel updated S in place or not: two bodies give two
     plain steps' state. (Capture itself needs CUDA; this checks what is captured.)"""
-    from lineage.mechanisms.deltanet import DeltaState
+    from lineage.mixers.deltanet import DeltaState
     from lineage.graph_step import GraphStep, to_static
     ref, tri = twin_models("tiny-kda", 2)
     ids = torch.randint(0, 256, (1, 12))

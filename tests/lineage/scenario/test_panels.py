@@ -6,7 +6,7 @@ import pytest
 
 from lineage.playback import runners
 from lineage.playback.session import Session
-from lineage.pretrained.scenario import default_panels
+from lineage.families.scenario import default_panels
 from lineage.scenario import loads
 from lineage.scenario.panels import LAYER_PANELS, MEMORY_PANELS, PANEL_KINDS, WATCHED, panel_layers
 from lineage.scenario.problems import ScenarioError

@@ -8,8 +8,8 @@ import textwrap
 import pytest
 import torch
 
-from lineage.mechanisms import causal
-from lineage.mechanisms.causal import causal_attention
+from lineage.mixers import causal
+from lineage.mixers.causal import causal_attention
 
 
 def _plain(q, k, v, window):
@@ -47,7 +47,7 @@ def test_sixteen_thousand_tokens_in_bounded_memory():
     far below (the process's whole peak RSS, torch included, under 1.5 GB)."""
     code = textwrap.dedent("""
         import resource, torch
-        from lineage.mechanisms.causal import causal_attention
+        from lineage.mixers.causal import causal_attention
         torch.manual_seed(0)
         q, k, v = (torch.randn(1, 4, 16384, 32) for _ in range(3))
         causal_attention(q, k, v)

@@ -21,7 +21,7 @@ from transformers import (Qwen3_5Config, Qwen3_5ForCausalLM, Qwen3_5ForCondition
                           Qwen3_5MoeTextConfig, Qwen3_5TextConfig)
 
 import lineage  # noqa: E402
-from lineage.pretrained import PretrainedError  # noqa: E402
+from lineage.families import PretrainedError  # noqa: E402
 
 VOCAB = 97
 LIN, FULL = "linear_attention", "full_attention"
@@ -187,7 +187,7 @@ def test_qwen3_next_projections_refused(tmp_path):
 
 
 def test_opens_as_a_scenario_with_state_decay_and_routing(tmp_path):
-    from lineage.pretrained.scenario import checkpoint_scenario
+    from lineage.families.scenario import checkpoint_scenario
     from lineage.playback.session import Session
     from lineage.scenario import loads
     from lineage.cli.main import main

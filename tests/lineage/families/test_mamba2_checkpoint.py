@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import lineage
-from lineage.pretrained.problems import PretrainedError
+from lineage.families.problems import PretrainedError
 
 from .helpers import compare, import_cpu_models, rel, save
 
@@ -82,7 +82,7 @@ def test_mamba2_refuses_what_it_cannot_run(tmp_path, field, value):
 
 def test_mamba2_checkpoint_opens_as_a_scenario_with_state_and_decay(tmp_path):
     from lineage.playback.session import Session
-    from lineage.pretrained.scenario import checkpoint_scenario
+    from lineage.families.scenario import checkpoint_scenario
     from lineage.scenario import loads
 
     mamba(tmp_path, n_groups=5)
@@ -95,7 +95,7 @@ def test_mamba2_checkpoint_opens_as_a_scenario_with_state_and_decay(tmp_path):
 
 
 def test_mamba2_2_8b_config_reads_at_its_published_width(tmp_path):
-    from lineage.pretrained.loader import read_model_config
+    from lineage.families.loader import read_model_config
 
     HFConfig(vocab_size=50288, hidden_size=2560, num_heads=80, head_dim=64, expand=2, state_size=128, n_groups=1,
              num_hidden_layers=64, conv_kernel=4, chunk_size=256, tie_word_embeddings=True).save_pretrained(tmp_path)

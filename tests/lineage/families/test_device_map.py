@@ -14,7 +14,7 @@ pytest.importorskip("accelerate")
 import torch  # noqa: E402
 
 import lineage  # noqa: E402
-from lineage.mechanisms.observed import StepObs  # noqa: E402
+from lineage.mixers.observed import StepObs  # noqa: E402
 from lineage.playback.session import Session  # noqa: E402
 from lineage.scenario import loads  # noqa: E402
 from lineage.scenario.problems import ScenarioError  # noqa: E402
@@ -70,8 +70,8 @@ panels: [{{kind: tokens}}, {{kind: state, layer: 0}}, {{kind: state, layer: 4}},
 def test_a_map_of_the_cpu_alone_loads_the_same_model(ckpt, tmp_path):
     """Every layer mapped to the CPU: the same weights, nothing spread, the same logits."""
     plain, _ = lineage.load_pretrained(ckpt)
-    from lineage.pretrained.placement import plan_map
-    from lineage.pretrained import read_model_config
+    from lineage.families.placement import plan_map
+    from lineage.families import read_model_config
     cfg = read_model_config(ckpt)[0]
     p = plan_map(cfg, str(split_map(tmp_path, "cpu", "cpu")), context=16)
     placed, _ = lineage.load_pretrained(ckpt, device_map=p.device_map)
@@ -83,7 +83,7 @@ def test_a_map_of_the_cpu_alone_loads_the_same_model(ckpt, tmp_path):
 
 
 def test_a_map_that_misses_a_layer_is_refused(ckpt):
-    from lineage.pretrained import PretrainedError
+    from lineage.families import PretrainedError
     with pytest.raises(PretrainedError, match="places no blocks.4"):
         lineage.load_pretrained(ckpt, device_map={"wte": "cpu", **{f"blocks.{i}": "cpu" for i in range(4)},
                                                   "norm_f": "cpu", "lm_head": "cpu"})
@@ -121,8 +121,8 @@ def test_split_between_cuda_and_cpu_equals_the_cpu(ckpt, tmp_path):
     CPU (the reference): the same logits, states and observations as the whole model on the CPU,
     each layer's state on its own device."""
     from lineage.backend import set_backend
-    from lineage.pretrained import read_model_config
-    from lineage.pretrained.placement import plan_map
+    from lineage.families import read_model_config
+    from lineage.families.placement import plan_map
     cfg = read_model_config(ckpt)[0]
     p = plan_map(cfg, str(split_map(tmp_path, "cuda:0", "cpu")), context=16, weight_bytes=4)
     placed, _ = lineage.load_pretrained(ckpt, device_map=p.device_map, dtype="float32")
@@ -205,7 +205,7 @@ def test_a_map_without_accelerate_is_one_line(ckpt, tmp_path, capsys, monkeypatc
 def test_the_plan_counts_the_bytes_the_load_allocates(ckpt):
     """A float32 checkpoint mapped to the CPU with no dtype asked: the plan's weight bytes are
     the loaded parameters' bytes (it planned bf16's 2 bytes a weight before)."""
-    from lineage.pretrained.placement import plan_checkpoint
+    from lineage.families.placement import plan_checkpoint
     p = plan_checkpoint(ckpt, "cpu", 16, None)
     model, _ = lineage.load_pretrained(ckpt, device_map=p.device_map)
     loaded = sum(t.numel() * t.element_size() for t in {id(t): t for t in model.parameters()}.values())

@@ -7,10 +7,10 @@ import torch
 from lineage import arithmetic, ops
 from lineage.backend import set_backend
 from lineage.configs import MIXERS, Mamba2Config
-from lineage.mechanisms.mamba2 import Mamba2
+from lineage.mixers.mamba2 import Mamba2
 from lineage.model import LM
 from lineage.presets import get_preset
-from lineage.mechanisms.observed import LayerObs
+from lineage.mixers.observed import LayerObs
 
 F64 = torch.float64
 

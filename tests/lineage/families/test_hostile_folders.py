@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("transformers")
 
 import lineage  # noqa: E402
-from lineage.pretrained import PretrainedError  # noqa: E402
+from lineage.families import PretrainedError  # noqa: E402
 from lineage.cli.main import main  # noqa: E402
 
 from .test_gpt2 import gpt2  # noqa: E402
@@ -103,7 +103,7 @@ def test_index_whose_weight_map_is_a_list_or_a_string(built, tmp_path, weight_ma
 def test_broken_tokenizer_files_are_not_taken_for_none(built, tmp_path, capsys, make, words):
     """`lineage run DIR` and `validate DIR` name the broken file, rather than saying the folder
     has no tokenizer files and asking for --ids."""
-    from lineage.pretrained.scenario import checkpoint_scenario
+    from lineage.families.scenario import checkpoint_scenario
     path = copy(built, "gpt2", tmp_path)
     make(path / "tokenizer.json")
     for ids in (None, [1, 2]):

@@ -16,7 +16,7 @@ import_cpu_models("olmo_hybrid.modeling_olmo_hybrid")
 from transformers import OlmoHybridConfig, OlmoHybridForCausalLM  # noqa: E402
 
 import lineage  # noqa: E402
-from lineage.pretrained import PretrainedError  # noqa: E402
+from lineage.families import PretrainedError  # noqa: E402
 
 VOCAB = 97
 TOKENS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
@@ -124,7 +124,7 @@ def test_default_pattern_of_transformers(tmp_path):
     assert lineage.load_pretrained(tmp_path)[0].cfg.mixers == ("gdn",) * 3 + ("softmax",) + ("gdn",) * 2
     cfg["num_hidden_layers"] = 3
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    from lineage.pretrained.loader import read_model_config
+    from lineage.families.loader import read_model_config
     assert read_model_config(tmp_path)[0].mixers == ("gdn", "gdn", "softmax")
 
 
@@ -209,7 +209,7 @@ def test_what_lineage_cannot_run_is_refused_in_one_line(tmp_path, field, value, 
 
 
 def test_opens_as_a_scenario_with_state_and_decay_panels(tmp_path):
-    from lineage.pretrained.scenario import checkpoint_scenario
+    from lineage.families.scenario import checkpoint_scenario
     from lineage.playback.session import Session
     from lineage.scenario import loads
     olmo(tmp_path)

@@ -17,9 +17,9 @@ from safetensors.torch import load_file, save_file  # noqa: E402
 import lineage  # noqa: E402
 from lineage.model import LM  # noqa: E402
 from lineage.presets import PRESETS  # noqa: E402
-from lineage.pretrained import PretrainedError, read_model_config  # noqa: E402
-from lineage.pretrained.loader import build_on_meta  # noqa: E402
-from lineage.pretrained.shards import Shards  # noqa: E402
+from lineage.families import PretrainedError, read_model_config  # noqa: E402
+from lineage.families.loader import build_on_meta  # noqa: E402
+from lineage.families.shards import Shards  # noqa: E402
 
 from .test_gpt2 import gpt2  # noqa: E402
 from .test_hybrids import kimi, qwen  # noqa: E402
@@ -78,7 +78,7 @@ def test_a_wrong_tensor_is_refused_before_any_tensor_is_read(built, tmp_path, mo
 PROBE = """
 import sys
 import lineage
-from lineage.pretrained import PretrainedError
+from lineage.families import PretrainedError
 try:
     lineage.load_pretrained(sys.argv[1])
     print("loaded", "torch._dynamo" in sys.modules)

@@ -3,18 +3,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lineage.mechanisms.attention import KVCache, SoftmaxAttention
+from lineage.mixers.attention import KVCache, SoftmaxAttention
 from lineage.configs import (AttentionConfig, DeltaNetConfig, DenseFFNConfig, GatedDeltaNetConfig, KDAConfig,
                              LinearAttentionConfig, MLAConfig, MoEConfig)
-from lineage.mechanisms.deltanet import DeltaNet
-from lineage.mechanisms.ffn import DenseFFN
-from lineage.mechanisms.gated_deltanet import GatedDeltaNet
-from lineage.mechanisms.kda import KDA
-from lineage.mechanisms.linear_attention import LinearAttention
-from lineage.mechanisms.mla import MLA
-from lineage.mechanisms.moe import MoE
-from lineage.mechanisms.short_conv import ShortConv
-from lineage.mechanisms.observed import LayerObs
+from lineage.mixers.deltanet import DeltaNet
+from lineage.mixers.ffn import DenseFFN
+from lineage.mixers.gated_deltanet import GatedDeltaNet
+from lineage.mixers.kda import KDA
+from lineage.mixers.linear_attention import LinearAttention
+from lineage.mixers.mla import MLA
+from lineage.mixers.moe import MoE
+from lineage.mixers.short_conv import ShortConv
+from lineage.mixers.observed import LayerObs
 
 D = 60
 TOL = 1e-10
@@ -218,7 +218,7 @@ def test_moe_dense_dispatch_equals_the_loop(name):
 def test_moe_step_paths_equal_the_forward(name, gather_bytes, monkeypatch):
     """A CPU step gathers small experts and loops over views of large ones (moe.GATHER_BYTES):
     both equal the whole-sequence forward, token by token."""
-    from lineage.mechanisms import moe as moe_module
+    from lineage.mixers import moe as moe_module
     monkeypatch.setattr(moe_module, "GATHER_BYTES", gather_bytes)
     torch.manual_seed(8)
     mod = MODULES[name]().double()

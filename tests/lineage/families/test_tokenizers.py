@@ -7,8 +7,8 @@ import pytest
 
 tiktoken = pytest.importorskip("tiktoken")
 
-from lineage.pretrained import PretrainedError  # noqa: E402
-from lineage.pretrained.tokenizer import load_tokenizer  # noqa: E402
+from lineage.families import PretrainedError  # noqa: E402
+from lineage.families.tokenizer import load_tokenizer  # noqa: E402
 
 WEN = "文".encode()          # e6 96 87
 

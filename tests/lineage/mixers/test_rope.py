@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from lineage.configs import AttentionConfig, RopeScalingConfig
-from lineage.mechanisms.attention import SoftmaxAttention
-from lineage.mechanisms.rope import attention_factor, inv_frequencies, rotate
+from lineage.mixers.attention import SoftmaxAttention
+from lineage.mixers.rope import attention_factor, inv_frequencies, rotate
 
 transformers = pytest.importorskip("transformers")
 

@@ -14,9 +14,9 @@ from lineage import ops
 from lineage.arithmetic import count
 from lineage.config_dict import config_from_dict
 from lineage.configs import AttentionConfig, ConfigError, DenseFFNConfig, GatedDeltaNetConfig, ModelConfig
-from lineage.mechanisms.gated_deltanet import GatedDeltaNet
+from lineage.mixers.gated_deltanet import GatedDeltaNet
 from lineage.model import LM
-from lineage.mechanisms.observed import LayerObs
+from lineage.mixers.observed import LayerObs
 
 
 def plain_loop(q, k, v, g, beta, S0, scale):

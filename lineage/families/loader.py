@@ -71,7 +71,7 @@ def torch_dtype(name):
 def load_pretrained(path, device="cpu", dtype=None, device_map: dict | None = None):
     """(model, tokenizer or None). `dtype` None: the checkpoint's own (config.json's `dtype` or
     `torch_dtype`) on a GPU, float32 on the CPU or when it names none. `device_map` (a plan's
-    unit -> device, lineage.pretrained.placement) places each layer instead of `device`: each
+    unit -> device, lineage.families.placement) places each layer instead of `device`: each
     tensor is allocated on its layer's device and filled there from the shards, and with `dtype`
     None the CPU's layers take float32 as above. Raises PretrainedError, one line, for anything
     wrong with the directory."""

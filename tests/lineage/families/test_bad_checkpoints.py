@@ -10,7 +10,7 @@ import torch  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 
 import lineage  # noqa: E402
-from lineage.pretrained import PretrainedError  # noqa: E402
+from lineage.families import PretrainedError  # noqa: E402
 
 from .test_gpt2 import gpt2  # noqa: E402
 

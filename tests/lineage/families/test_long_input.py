@@ -11,7 +11,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 from lineage.playback.session import Replay  # noqa: E402
-from lineage.pretrained.scenario import GENERATE, TAIL  # noqa: E402
+from lineage.families.scenario import GENERATE, TAIL  # noqa: E402
 from lineage.scenario import loads  # noqa: E402
 from lineage.scenario.problems import ScenarioError  # noqa: E402
 from lineage.cli.main import main  # noqa: E402
@@ -36,7 +36,7 @@ def document(path, words: int):
 
 
 def tokens_of(ckpt, path) -> int:
-    from lineage.pretrained.tokenizer import tokenizer_for
+    from lineage.families.tokenizer import tokenizer_for
     return len(tokenizer_for(ckpt).encode(path.read_text(encoding="utf-8")))
 
 

@@ -19,8 +19,8 @@ tokenizers = pytest.importorskip("tokenizers")
 
 import lineage  # noqa: E402
 from lineage.arithmetic import count  # noqa: E402
-from lineage.pretrained import PretrainedError, read_model_config  # noqa: E402
-from lineage.pretrained.tokenizer import load_tokenizer  # noqa: E402
+from lineage.families import PretrainedError, read_model_config  # noqa: E402
+from lineage.families.tokenizer import load_tokenizer  # noqa: E402
 
 from .test_gpt2 import gpt2  # noqa: E402
 from .test_hybrids import kimi, qwen as qwen3_next  # noqa: E402

@@ -12,10 +12,10 @@ import_cpu_models("qwen3_next.modeling_qwen3_next", "kimi_linear.modeling_kimi_l
 from transformers import KimiLinearConfig, KimiLinearForCausalLM, Qwen3NextConfig, Qwen3NextForCausalLM  # noqa: E402
 
 import lineage  # noqa: E402
-from lineage.pretrained import PretrainedError  # noqa: E402
+from lineage.families import PretrainedError  # noqa: E402
 
 from .helpers import compare, rel  # noqa: E402
-from lineage.mechanisms.observed import StepObs
+from lineage.mixers.observed import StepObs
 
 TOKENS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 

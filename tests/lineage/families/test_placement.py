@@ -9,8 +9,8 @@ import json
 import pytest
 
 from lineage.arithmetic import count, model_memory
-from lineage.pretrained.loader import read_model_config
-from lineage.pretrained.placement import (PlacementError, capacities, describe, layer_cache_bytes, parse_device_map,
+from lineage.families.loader import read_model_config
+from lineage.families.placement import (PlacementError, capacities, describe, layer_cache_bytes, parse_device_map,
                                           parse_gpu_memory, plan)
 from lineage.cli.main import main
 

@@ -11,10 +11,10 @@ from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralF
                           Qwen3Config, Qwen3ForCausalLM)
 
 import lineage  # noqa: E402
-from lineage.pretrained import PretrainedError  # noqa: E402
+from lineage.families import PretrainedError  # noqa: E402
 
 from .helpers import compare  # noqa: E402
-from lineage.mechanisms.observed import StepObs
+from lineage.mixers.observed import StepObs
 from lineage.playback.observe import lm_fields
 
 TOKENS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
@@ -164,7 +164,7 @@ def test_lineage_run_dir_opens_it(tmp_path, capsys):
     """`lineage run DIR`'s scenario: tokens, the attention of layer 0 and the cache; it records
     and draws headless, and validate accepts it."""
     from lineage.playback.session import Session
-    from lineage.pretrained.scenario import checkpoint_scenario
+    from lineage.families.scenario import checkpoint_scenario
     from lineage.scenario import loads
     from lineage.cli.main import main
     make(tmp_path / "tiny-llama", rope_parameters=llama3())
