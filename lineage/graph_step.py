@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import torch
 
-from .mixers.observed import StepObs
+from .observed import StepObs
 from .mixers.static_cache import StaticCache
 from .model import LM, ModelState
 

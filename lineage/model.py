@@ -16,10 +16,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .configs import MIXERS, ModelConfig
-from .mixers.attnres import AttnRes
-from .mixers.ffn import DenseFFN
-from .mixers.moe import MoE
-from .mixers.observed import LayerObs, StepObs
+from .attnres import AttnRes
+from .ffns.dense import DenseFFN
+from .ffns.moe import MoE
+from .observed import LayerObs, StepObs
 
 FFN_CLASSES = {"dense": DenseFFN, "moe": MoE}
 

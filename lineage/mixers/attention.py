@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from ..configs import AttentionConfig
 from .causal import causal_attention
-from .observed import AttentionObs, LayerObs
+from ..observed import AttentionObs, LayerObs
 from .rope import rotate
 from .short_conv import ShortConv
 from .static_cache import StaticCache

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from .. import ops
 from ..configs import DeltaNetConfig
 from .short_conv import ShortConv, l2norm
-from .observed import LayerObs, StateObs
+from ..observed import LayerObs, StateObs
 
 
 @dataclass

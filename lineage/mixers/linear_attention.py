@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from .. import ops
 from ..configs import LinearAttentionConfig
-from .observed import LayerObs, StateObs
+from ..observed import LayerObs, StateObs
 
 
 @dataclass

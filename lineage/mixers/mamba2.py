@@ -17,7 +17,7 @@ from .. import ops
 from ..configs import Mamba2Config
 from .deltanet import DeltaState
 from .gated_deltanet import init_decay_params
-from .observed import LayerObs, StateObs
+from ..observed import LayerObs, StateObs
 from .short_conv import ShortConv
 
 

@@ -9,7 +9,7 @@ from torch import Tensor, nn
 
 from ..configs import MLAConfig
 from .causal import causal_attention
-from .observed import AttentionObs, LayerObs
+from ..observed import AttentionObs, LayerObs
 from .rope import rotate
 from .static_cache import StaticCache
 

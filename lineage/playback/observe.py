@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arithmetic import measured_memory
-from ..mixers.observed import AttentionObs, RoutingObs, StateObs, StepObs
+from ..observed import AttentionObs, RoutingObs, StateObs, StepObs
 
 
 # -- the records (eq=False where they hold arrays: equal frames are Frame.__eq__'s business) -----
@@ -304,7 +304,7 @@ def memory_fields(o: dict, rule: str, label: str) -> tuple[dict, dict]:
 
 
 def lm_fields(obs: StepObs, cfg, load: dict, watch: frozenset | None = None, ahead=None) -> tuple[dict, dict]:
-    """Batch element 0 of a language model's observed step (lineage.mixers.observed) ->
+    """Batch element 0 of a language model's observed step (lineage.observed) ->
     (meta, arrays) for a Frame.
     load: layer -> (E,) int32 tokens per expert so far, updated here, so no panel re-reads history.
     watch: None keeps every layer's state; a set (a real checkpoint's, whose states are megabytes

@@ -11,7 +11,7 @@ import dataclasses
 import functools
 from pathlib import Path
 
-from ..mixers.observed import StepObs
+from ..observed import StepObs
 from ..arithmetic import count
 from ..configs import MIXERS
 from ..scenario.build import build_config, pretrained_dir

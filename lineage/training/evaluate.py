@@ -14,8 +14,8 @@ import numpy as np
 import torch
 
 from ..configs import MIXERS
-from ..mixers.attnres import AttnRes
-from ..mixers.moe import MoE
+from ..attnres import AttnRes
+from ..ffns.moe import MoE
 from ..retention import clears, holds
 from .loop import scored, to_device
 from .tasks import GONE, QUERY, SEP, VALUE_BASE, TaskSpec, batch, mqar

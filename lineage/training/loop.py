@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..mixers.moe import MoE
+from ..ffns.moe import MoE
 from .tasks import Batch, TaskSpec, batch, mqar
 
 

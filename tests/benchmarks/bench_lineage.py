@@ -21,7 +21,7 @@ import time
 import torch
 
 from lineage import ops
-from lineage.mixers.observed import StepObs
+from lineage.observed import StepObs
 from lineage.model import LM
 from lineage.presets import get_preset
 from tests.benchmarks import timing

@@ -19,7 +19,7 @@ from lineage.configs import FFN_CONFIGS, MIXERS, MechanismConfig, ModelConfig
 from lineage.model import LM, mixer_class
 from lineage.presets import PRESETS, get_preset
 from lineage.scenario.schema import MemorySpec
-from lineage.mixers.observed import AttentionObs, StateObs, StepObs
+from lineage.observed import AttentionObs, StateObs, StepObs
 
 KINDS = list(MIXERS)
 

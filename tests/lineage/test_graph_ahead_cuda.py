@@ -4,7 +4,7 @@ its end, where the next token is the model's own guess and nothing is queued. Ne
 import pytest
 import torch
 
-from lineage.mixers.observed import StepObs
+from lineage.observed import StepObs
 from tests.lineage.test_graph_step_cuda import softmax_on_gpu
 from tests.lineage.test_model import rel
 

@@ -7,7 +7,7 @@ import torch
 from lineage.model import LM
 from lineage.presets import get_preset
 from tests.lineage.test_model import _rotary_conv_softmax, _rotary_softmax, rel
-from lineage.mixers.observed import StepObs
+from lineage.observed import StepObs
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
 

@@ -4,7 +4,7 @@ import torch
 
 from lineage.model import LM
 from lineage.presets import PRESETS, get_preset
-from lineage.mixers.observed import AttentionObs, StateObs, StepObs
+from lineage.observed import AttentionObs, StateObs, StepObs
 
 RUNNABLE = [n for n in PRESETS if not get_preset(n).shape_only and n != "gpt2-small"]
 

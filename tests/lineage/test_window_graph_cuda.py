@@ -10,7 +10,7 @@ import torch
 from lineage.configs import RopeScalingConfig
 from lineage.model import LM
 from tests.lineage.test_model import _rotary_softmax, rel
-from lineage.mixers.observed import StepObs
+from lineage.observed import StepObs
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
 

@@ -287,7 +287,7 @@ def test_validation_takes_attention_layers_only():
 
 def test_a_large_checkpoint_keeps_the_rows_of_the_watched_layer_only():
     import torch
-    from lineage.mixers.observed import AttentionObs, LayerObs, StepObs
+    from lineage.observed import AttentionObs, LayerObs, StepObs
     from lineage.playback.observe import lm_fields
     mx = AttentionObs(weights=torch.full((1, 2, 4), 0.25), length=4, cache_len=4, cache_bytes=64)
     obs = StepObs(layers=[LayerObs(mixer=mx), LayerObs(mixer=mx)],

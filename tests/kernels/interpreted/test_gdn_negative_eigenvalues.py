@@ -12,7 +12,7 @@ import torch.nn.functional as F
 pytest.importorskip("triton", reason="triton is not installed: the kernels cannot run")
 
 from lineage.ops import kernels                      # noqa: E402
-from lineage.mixers.observed import StepObs
+from lineage.observed import StepObs
 
 B, T, H, K, V = 2, 63, 3, 33, 20          # near_two's sizes
 

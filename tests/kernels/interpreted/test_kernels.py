@@ -24,7 +24,7 @@ from lineage.ops.delta import chunk as cd   # noqa: E402
 from lineage.ops.delta import chunk_scores   # noqa: E402
 from lineage.ops.delta.fused_recurrent import kda_step_op   # noqa: E402
 from lineage import ops             # noqa: E402
-from lineage.mixers.observed import StateObs, StepObs
+from lineage.observed import StateObs, StepObs
 
 RTOL = 1e-4
 B, H, V = 1, 2, 48

@@ -8,7 +8,7 @@ import sys
 import torch
 
 import lineage
-from lineage.mixers.observed import StepObs
+from lineage.observed import StepObs
 
 
 def import_cpu_models(*modules: str) -> None:

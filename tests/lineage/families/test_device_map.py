@@ -14,7 +14,7 @@ pytest.importorskip("accelerate")
 import torch  # noqa: E402
 
 import lineage  # noqa: E402
-from lineage.mixers.observed import StepObs  # noqa: E402
+from lineage.observed import StepObs  # noqa: E402
 from lineage.playback.session import Session  # noqa: E402
 from lineage.scenario import loads  # noqa: E402
 from lineage.scenario.problems import ScenarioError  # noqa: E402

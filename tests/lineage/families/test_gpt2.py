@@ -8,7 +8,7 @@ from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 import lineage  # noqa: E402
 
 from .helpers import compare  # noqa: E402
-from lineage.mixers.observed import AttentionObs, StepObs
+from lineage.observed import AttentionObs, StepObs
 
 
 def gpt2(path, tie=True, **kw):

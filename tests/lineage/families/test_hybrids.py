@@ -15,7 +15,7 @@ import lineage  # noqa: E402
 from lineage.families import PretrainedError  # noqa: E402
 
 from .helpers import compare, rel  # noqa: E402
-from lineage.mixers.observed import StepObs
+from lineage.observed import StepObs
 
 TOKENS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 

@@ -14,7 +14,7 @@ import lineage  # noqa: E402
 from lineage.families import PretrainedError  # noqa: E402
 
 from .helpers import compare  # noqa: E402
-from lineage.mixers.observed import StepObs
+from lineage.observed import StepObs
 from lineage.playback.observe import lm_fields
 
 TOKENS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)

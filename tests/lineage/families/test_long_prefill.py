@@ -8,7 +8,7 @@ pytest.importorskip("transformers")
 import torch  # noqa: E402
 
 import lineage  # noqa: E402
-from lineage.mixers.observed import StepObs  # noqa: E402
+from lineage.observed import StepObs  # noqa: E402
 from lineage.prefill import CHUNK, prefill  # noqa: E402
 
 from .helpers import rel  # noqa: E402

@@ -16,7 +16,7 @@ from lineage.config_dict import config_from_dict
 from lineage.configs import AttentionConfig, ConfigError, DenseFFNConfig, GatedDeltaNetConfig, ModelConfig
 from lineage.mixers.gated_deltanet import GatedDeltaNet
 from lineage.model import LM
-from lineage.mixers.observed import LayerObs
+from lineage.observed import LayerObs
 
 
 def plain_loop(q, k, v, g, beta, S0, scale):

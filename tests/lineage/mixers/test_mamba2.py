@@ -10,7 +10,7 @@ from lineage.configs import MIXERS, Mamba2Config
 from lineage.mixers.mamba2 import Mamba2
 from lineage.model import LM
 from lineage.presets import get_preset
-from lineage.mixers.observed import LayerObs
+from lineage.observed import LayerObs
 
 F64 = torch.float64
 

@@ -7,14 +7,14 @@ from lineage.mixers.attention import KVCache, SoftmaxAttention
 from lineage.configs import (AttentionConfig, DeltaNetConfig, DenseFFNConfig, GatedDeltaNetConfig, KDAConfig,
                              LinearAttentionConfig, MLAConfig, MoEConfig)
 from lineage.mixers.deltanet import DeltaNet
-from lineage.mixers.ffn import DenseFFN
+from lineage.ffns.dense import DenseFFN
 from lineage.mixers.gated_deltanet import GatedDeltaNet
 from lineage.mixers.kda import KDA
 from lineage.mixers.linear_attention import LinearAttention
 from lineage.mixers.mla import MLA
-from lineage.mixers.moe import MoE
+from lineage.ffns.moe import MoE
 from lineage.mixers.short_conv import ShortConv
-from lineage.mixers.observed import LayerObs
+from lineage.observed import LayerObs
 
 D = 60
 TOL = 1e-10
@@ -218,7 +218,7 @@ def test_moe_dense_dispatch_equals_the_loop(name):
 def test_moe_step_paths_equal_the_forward(name, gather_bytes, monkeypatch):
     """A CPU step gathers small experts and loops over views of large ones (moe.GATHER_BYTES):
     both equal the whole-sequence forward, token by token."""
-    from lineage.mixers import moe as moe_module
+    from lineage.ffns import moe as moe_module
     monkeypatch.setattr(moe_module, "GATHER_BYTES", gather_bytes)
     torch.manual_seed(8)
     mod = MODULES[name]().double()

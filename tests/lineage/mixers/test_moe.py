@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from lineage.configs import MoEConfig
-from lineage.mixers import moe as moe_module
-from lineage.mixers.moe import MoE
+from lineage.ffns import moe as moe_module
+from lineage.ffns.moe import MoE
 
 
 def _moe(**kw):

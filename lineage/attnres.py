@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .. import ops
-from ..configs import AttnResConfig
+from . import ops
+from .configs import AttnResConfig
 
 
 class AttnRes(nn.Module):

@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..configs import MoEConfig
-from .ffn import gated_act
-from .observed import LayerObs, RoutingObs
+from .dense import gated_act
+from ..observed import LayerObs, RoutingObs
 
 # a CPU step copies its chosen experts when they are this small in all (a loop over views is
 # cheaper only for experts of real checkpoints: Kimi Linear's are 14 MB each in bf16)
