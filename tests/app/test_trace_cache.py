@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from lineage.playback import cache
+from lineage.playback import cache, cache_key
 from lineage.playback.session import Session
 from lineage.playback.trace import TraceReader
 from lineage.scenario import load
@@ -89,7 +89,7 @@ def test_the_key_follows_the_text_the_place_and_the_code(tmp_path, monkeypatch):
     (tmp_path / "sub").mkdir()                  # a checkpoint would be read from another place
     (tmp_path / "sub" / "a.yaml").write_text(tour)
     assert cache.key(load(tmp_path / "sub" / "a.yaml")) != k
-    monkeypatch.setattr(cache, "_code_digest", lambda: "other code")
+    monkeypatch.setattr(cache_key, "_code_digest", lambda: "other code")
     assert cache.key(load(a)) != k
 
 
