@@ -48,7 +48,7 @@ def count(cfg) -> dict:
         ffn = cfg.ffn_config(f)
         if f == "none":
             continue
-        if f == "moe":
+        if hasattr(ffn, "active_params"):      # routed experts: only top_k of them run per token
             out["moe_total"] += ffn.params()
             out["moe_active"] += ffn.active_params()
         else:

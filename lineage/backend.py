@@ -37,7 +37,7 @@ def set_backend(model, backend: str) -> None:
     `kernel`), and every MoE, at `backend`. The others keep the reference: a new mixer that reuses DeltaNet's
     code but not its op then runs on CUDA too, instead of failing where kernels lacks its op.
     A block a device map put on the CPU keeps the reference beside CUDA blocks on the kernels."""
-    from .configs import MIXERS
+    from .configs import FFNS, MIXERS
     spread = getattr(model, "places", None) is not None and os.environ.get("TRITON_INTERPRET") != "1"
     for blk in model.blocks:
         here = backend
@@ -45,5 +45,5 @@ def set_backend(model, backend: str) -> None:
             here = "reference"
         if MIXERS[blk.mixer_kind].kernel:
             blk.mixer.backend = here
-        if blk.ffn_kind == "moe":               # the step's routed experts (kernels.moe_step)
+        if FFNS[blk.ffn_kind].routes:           # the step's routed experts (kernels.moe_experts)
             blk.ffn.backend = here

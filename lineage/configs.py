@@ -409,9 +409,29 @@ MIXERS = {m.name: m for m in (
           "lineage.mixers.mla:MLA", "M", "black on #ff8700",
           attends=True, gate=True, aliases=("MLA",)),
 )}
-FFN_CONFIGS = {"dense": ("dense", DenseFFNConfig), "moe": ("moe", MoEConfig),   # kind -> (field, config class)
-               "none": (None, None)}     # a block of a norm and its mixer alone (Mamba-2)
-FFNS = tuple(FFN_CONFIGS)
+
+
+@dataclass(frozen=True)
+class Ffn:
+    """One FFN kind, as a Mixer is one mixer kind: what the rest of lineage asks about it (the
+    model's module, the layer map's cell, the routing panel, the kernels, parameter counts)."""
+    name: str                          # the kind, as ModelConfig.ffns writes it
+    field: str | None                  # the ModelConfig field that holds its config; None: no FFN
+    config: type | None                # its config class (above)
+    module: str | None                 # its nn.Module, "package.module:Class"
+    glyph: str                         # its cell under the mixers' in the layer map (the figure panel)
+    colour: str | None                 # that cell's style
+    routes: bool = False               # a router picks experts per token: the routing panel, active
+                                       # parameters, and lineage.ops.kernels.moe_experts on the step
+
+
+# Every FFN kind. A new one adds its config class and ModelConfig field here, one line below,
+# and its nn.Module in lineage/ffns/.
+FFNS = {f.name: f for f in (
+    Ffn("dense", "dense", DenseFFNConfig, "lineage.ffns.dense:DenseFFN", "d", "black on #bcbcbc"),
+    Ffn("moe", "moe", MoEConfig, "lineage.ffns.moe:MoE", "e", "white on #5f5f87", routes=True),
+    Ffn("none", None, None, None, " ", None),      # a block of a norm and its mixer alone (Mamba-2)
+)}
 
 
 @dataclass
@@ -464,7 +484,7 @@ class ModelConfig:
         return c
 
     def ffn_config(self, kind: str):
-        field = FFN_CONFIGS[kind][0]
+        field = FFNS[kind].field
         return None if field is None else getattr(self, field)
 
     def check(self) -> "ModelConfig":

@@ -15,20 +15,24 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .configs import MIXERS, ModelConfig
+from .configs import FFNS, MIXERS, ModelConfig
 from .attnres import AttnRes
-from .ffns.dense import DenseFFN
-from .ffns.moe import MoE
 from .observed import LayerObs, StepObs
 
-FFN_CLASSES = {"dense": DenseFFN, "moe": MoE}
+def _named(where: str) -> type[nn.Module]:
+    module, _, name = where.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def mixer_class(kind: str) -> type[nn.Module]:
     """The nn.Module of a mixer kind, as its descriptor names it ("lineage.mixers.kda:KDA"):
     the registry in configs.py stays torch-free, and a new mixer adds no line here."""
-    module, _, name = MIXERS[kind].module.partition(":")
-    return getattr(importlib.import_module(module), name)
+    return _named(MIXERS[kind].module)
+
+
+def ffn_class(kind: str) -> type[nn.Module]:
+    """The nn.Module of an FFN kind ("lineage.ffns.moe:MoE"), as mixer_class is a mixer's."""
+    return _named(FFNS[kind].module)
 
 
 @dataclass
@@ -75,7 +79,7 @@ class Block(nn.Module):
         self.mixer = mixer_class(self.mixer_kind)(cfg.layer_mixer_config(i))
         if self.ffn_kind != "none":         # "none": norm -> mixer -> residual alone (Mamba-2's blocks)
             self.norm2 = _norm(cfg)
-            self.ffn = FFN_CLASSES[self.ffn_kind](cfg.ffn_config(self.ffn_kind))
+            self.ffn = ffn_class(self.ffn_kind)(cfg.ffn_config(self.ffn_kind))
 
     def forward(self, res, state=None):
         """Whole sequence: res reads (B, T, d). Returns the mixer's new state."""

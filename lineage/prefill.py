@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
+from .configs import FFNS
+
 if TYPE_CHECKING:        # torch only where a prefill runs: `validate` budgets one with activation_bytes
     from torch import Tensor
 
@@ -105,7 +107,7 @@ def activation_bytes(cfg, tokens: int, dtype_bytes: int, device="cpu") -> int:
         mask = min(rows * tokens, max(MASK_BLOCK, 16 * tokens)) * (1 + dtype_bytes)
     for kind in set(cfg.ffns) - {"none"}:
         f = cfg.ffn_config(kind)
-        if kind == "moe":
+        if FFNS[kind].routes:
             width = max(width, 4 * (f.shared_dim or f.expert_dim) * f.n_shared)     # shared experts: gate | up, twice
             # every token's k rows live at once: gathered at the experts' input width, their gate
             # and up halves and its product, the outputs, and the outputs gathered to be combined

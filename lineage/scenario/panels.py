@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..configs import MIXERS
+from ..configs import FFNS, MIXERS
 
 PANEL_KINDS = ("state", "decay", "routing", "depth", "cache", "tokens", "captions", "lineage", "figure", "recall", "gate",
                "attention")
@@ -39,7 +39,7 @@ def panel_layers(cfg, kind: str, asked: int | None = None, watch=None) -> PanelL
     """The layers of a ModelConfig that a panel of this kind (one of LAYER_PANELS) can show, and
     the one it shows. `watch`: the layers a checkpoint's frames keep (None: all of them)."""
     if kind == "routing":
-        layers = tuple(i for i, f in enumerate(cfg.ffns) if f == "moe")
+        layers = tuple(i for i, f in enumerate(cfg.ffns) if FFNS[f].routes)
     else:
         kinds = mixer_kinds(kind)
         layers = tuple(i for i, m in enumerate(cfg.mixers) if m in kinds)

@@ -15,7 +15,7 @@ from lineage.ops import kernels
 import lineage.mixers
 from lineage import ops
 from lineage.backend import set_backend
-from lineage.configs import FFN_CONFIGS, MIXERS, MechanismConfig, ModelConfig
+from lineage.configs import FFNS, MIXERS, MechanismConfig, ModelConfig
 from lineage.model import LM, mixer_class
 from lineage.presets import PRESETS, get_preset
 from lineage.scenario.schema import MemorySpec
@@ -29,7 +29,7 @@ def one_layer(kind: str, **options) -> ModelConfig:
     m = MIXERS[kind]
     sub = m.config(d_model=32, **options)
     return ModelConfig(name=kind, d_model=32, mixers=(kind,), ffns=("dense",),
-                       **{m.field: sub, "dense": FFN_CONFIGS["dense"][1](d_model=32, d_ff=32)}).check()
+                       **{m.field: sub, "dense": FFNS["dense"].config(d_model=32, d_ff=32)}).check()
 
 
 def observed(cfg: ModelConfig):
@@ -63,7 +63,7 @@ def test_glyphs_and_fields_are_one_per_kind():
 def test_every_mixer_config_field_and_module_has_a_descriptor():
     """A mixer added on one side only fails here: a ModelConfig field of a mechanism config, or
     a mechanism module whose constructor takes a mixer config, with no descriptor naming it."""
-    ffn_classes = {c for _, c in FFN_CONFIGS.values()}
+    ffn_classes = {f.config for f in FFNS.values() if f.config}
     fields = {name for name, tp in typing.get_type_hints(ModelConfig).items()
               for a in typing.get_args(tp) if isinstance(a, type) and issubclass(a, MechanismConfig)
               and a not in ffn_classes}
@@ -147,3 +147,21 @@ def test_kernel_kinds_go_to_triton():
     kernel = [b for b in model.blocks if MIXERS[b.mixer_kind].kernel]
     assert kernel and {b.mixer.backend for b in kernel} == {"triton"}
     assert not any(hasattr(b.mixer, "backend") for b in model.blocks if b not in kernel)
+
+
+def test_every_ffn_config_field_and_module_has_a_descriptor():
+    """As for the mixers: a ModelConfig field of an FFN config, its descriptor and its module
+    agree, and the module is built from that config."""
+    from torch import nn
+
+    from lineage.model import ffn_class
+    configs = {f.config for f in FFNS.values() if f.config}
+    fields = {name for name, tp in typing.get_type_hints(ModelConfig).items()
+              for a in typing.get_args(tp) if a in configs}
+    assert fields == {f.field for f in FFNS.values() if f.field}
+    assert {f.glyph for f in FFNS.values()} >= {"d", "e"} and len({f.glyph for f in FFNS.values()}) == len(FFNS)
+    for f in FFNS.values():
+        if f.module is not None:
+            cls = ffn_class(f.name)
+            assert issubclass(cls, nn.Module)
+    assert [f.name for f in FFNS.values() if f.routes] == ["moe"]

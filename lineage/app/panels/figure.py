@@ -12,13 +12,13 @@ import math
 from rich.text import Text
 
 from lineage.arithmetic import fmt_bytes
-from lineage.configs import MIXERS
+from lineage.configs import FFNS, MIXERS
 from lineage.figures import SPARSE_BELOW
 
 from .base import TextPanel
 
 # each mixer's glyph and colour come from its descriptor; d and e are the ffn row's
-STRIP_COLOURS = {m.glyph: m.colour for m in MIXERS.values()} | {"d": "black on #bcbcbc", "e": "white on #5f5f87"}
+STRIP_COLOURS = {m.glyph: m.colour for m in (*MIXERS.values(), *FFNS.values()) if m.colour}
 
 
 def _n(x: float) -> str:
@@ -120,7 +120,7 @@ def _two_facts(row, width):
 def _strip_rows(row, width) -> list[tuple[str, str]]:
     """(label, cells) rows of the layer strip, cut at the same layers so the rows stay aligned."""
     mixers = "".join(MIXERS[k].glyph if k in MIXERS else "?" for k in row["mixers"])
-    ffns = "".join("d" if k == "dense" else "e" for k in row["ffns"])
+    ffns = "".join(FFNS[k].glyph if k in FFNS else "?" for k in row["ffns"])
     b = row["attnres_block"]
     blocks = ""
     for j, (s, e) in enumerate(row["attnres_blocks"]):

@@ -92,3 +92,11 @@ def test_active_params_columns_are_rounded_down():
                 x, y = r["vs"][small][key], float(shown.replace(",", ""))
                 unit = 1 if x >= 10 else 0.01
                 assert y <= x < y + unit, (r["preset"], small, key, x, shown)
+
+
+def test_layer_strip_draws_each_ffn_kind_by_its_descriptor():
+    """A block with no FFN (Mamba-2's) is a blank cell, not an expert's 'e'."""
+    from lineage.app.panels.figure import _strip_rows
+    row = {"mixers": ["mamba2", "kda", "kda"], "ffns": ["none", "dense", "moe"], "attnres_block": 0,
+           "attnres_blocks": []}
+    assert _strip_rows(row, 80) == [("  1-3  ", "SKK"), ("ffn    ", " de")]
