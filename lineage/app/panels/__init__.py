@@ -1,27 +1,35 @@
-"""The panel kinds, one file each (its widget and its text form side by side), and the one
-registry from kind to panel: adding a panel is its file, its class in PANELS (and its import)
-here, and its kind in lineage/scenario/panels.py (tests/app/panels/test_registry.py checks the
-two agree)."""
+"""The panel kinds, one file each (its widget and its text form side by side). The one list of
+kinds is lineage/scenario/panels.py's PANEL_KINDS (torch-free: validation reads it); each kind's
+Panel class is found here in this folder's files, by its `kind`. Adding a panel is its file and its
+kind in that list (tests/app/panels/test_registry.py checks the two agree)."""
 from __future__ import annotations
 
-from .attention import AttentionPanel
-from .base import DRAW_ERRORS, Panel
-from .cache import CachePanel
-from .captions import CaptionsPanel
-from .decay import DecayPanel
-from .depth import DepthPanel
-from .figure import FigurePanel
-from .gate import GatePanel
-from .lineage_table import LineagePanel
-from .recall import RecallPanel
-from .routing import RoutingPanel
-from .state import StatePanel
-from .tokens import TokensPanel
+import importlib
+import inspect
+import pkgutil
 
-PANELS: dict[str, type[Panel]] = {p.kind: p for p in (
-    TokensPanel, StatePanel, DecayPanel, RoutingPanel, DepthPanel, CachePanel, CaptionsPanel,
-    LineagePanel, RecallPanel, FigurePanel, GatePanel, AttentionPanel,
-)}
+from lineage.scenario.panels import PANEL_KINDS
+
+from .base import DRAW_ERRORS, Panel
+from .captions import CaptionsPanel
+
+
+def _found() -> dict[str, type[Panel]]:
+    """Every Panel subclass defined in this folder's modules, by its kind."""
+    out = {}
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, Panel) and cls is not Panel and cls.__module__ == module.__name__ and "kind" in vars(cls):
+                if cls.kind in out:
+                    raise TypeError(f"panel kind {cls.kind!r}: {out[cls.kind].__name__} and {cls.__name__}")
+                out[cls.kind] = cls
+    return out
+
+
+_FOUND = _found()
+# in the order the scenario list gives (help and listings follow it); a kind with no panel fails here
+PANELS: dict[str, type[Panel]] = {kind: _FOUND[kind] for kind in PANEL_KINDS}
 
 
 def make_panel(options: dict) -> Panel:
