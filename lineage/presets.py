@@ -6,8 +6,6 @@ parameter and memory arithmetic and are never instantiated.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 from .configs import (AttentionConfig, AttnResConfig, DeltaNetConfig, DenseFFNConfig, GatedDeltaNetConfig,
                       KDAConfig, LinearAttentionConfig, Mamba2Config, MIXERS, MLAConfig, ModelConfig, MoEConfig)
 from .did_you_mean import did_you_mean
@@ -155,8 +153,3 @@ def get_preset(name: str) -> ModelConfig:
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}{did_you_mean(name, PRESETS)}; known: {', '.join(PRESETS)}")
     return PRESETS[name]().check()
-
-
-def runnable(cfg: ModelConfig) -> ModelConfig:
-    """The same shape with the shape-only flag cleared (for meta-device checks of the arithmetic)."""
-    return replace(cfg, shape_only=False)

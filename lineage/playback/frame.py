@@ -45,8 +45,8 @@ class Frame(Views):
     # -- bytes (no pickle: a trace from a stranger cannot run code) --------------------
     def parts(self) -> list:
         """The frame's bytes as pieces: the table's length, the table, then each array's memory
-        (views, not copies). Joined they are to_bytes(); written one by one (write_to), as the
-        session's frame store does every step, they need no frame-sized copy of the arrays."""
+        (views, not copies). Joined they are to_bytes(); written one by one, as the session's
+        frame store does every step (store._write_all), they need no frame-sized copy of the arrays."""
         table, views, offset = [], [], 0
         for key, a in self.arrays.items():
             a = np.ascontiguousarray(a)
@@ -58,10 +58,6 @@ class Frame(Views):
 
     def to_bytes(self) -> bytes:
         return b"".join(self.parts())
-
-    def write_to(self, f) -> int:
-        """Write to_bytes() to a binary file piece by piece; returns the bytes written."""
-        return sum(f.write(p) for p in self.parts())
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Frame":

@@ -149,12 +149,6 @@ class FrameStore:
                 self._start_writer()
                 self._changed.notify_all()
 
-    def flush(self) -> None:
-        """Return when the writer has written every frame it can (all of them, unless the file
-        fails: then `problem` says why and those frames wait in memory)."""
-        with self._lock:
-            self._changed.wait_for(self._idle)
-
     def _idle(self) -> bool:
         return not self._writing and (not self._unwritten or self._file is None
                                       or (self.problem is not None and not self._retry))

@@ -20,13 +20,12 @@ from textual.content import Content
 from textual.message import Message
 
 from lineage.playback.frame import FrameProblem
-from lineage.scenario.panels import LAYER_PANELS
 
 from lineage.playback.player import Throttle
 from ..widgets.heatmap import Heatmap, app_is_dark
 from ..widgets.sweep import Sweep
 from ..widgets.text_box import TextBox
-from .common import check_options, layers_of
+from .common import check_options
 
 
 # what preparing or drawing raises on data it cannot draw (a value that is not finite where a count
@@ -264,9 +263,6 @@ class Panel(Vertical, can_focus=True):
     # -- pickers: panels that show one layer; they act on the view on screen --------------
     # whether the layer / head pickers act on the panel (which layers it has: panel_layers)
     pickable = False
-
-    def drawable_layers(self, cursor) -> list[int]:
-        return list(layers_of(cursor, self.options, self.kind).layers) if self.kind in LAYER_PANELS else []
 
     def pick_layer(self, delta: int) -> bool:
         layers = getattr(self.view, "layers", ()) if self.pickable else ()

@@ -107,7 +107,7 @@ def test_big_states_keep_only_the_watched_layers(ckpt, monkeypatch):
     assert f.state(0, 2) is not None and f.state(0, 0) is None and f.decay(0, 4) is not None
     assert f.nbytes < small.frame(1).nbytes
     from lineage.app.panels.state import StatePanel
-    assert StatePanel({"kind": "state"}).drawable_layers(s) == [2, 4]
+    assert tuple(StatePanel.prepare(s, 1, {"kind": "state"}, 100).layers) == (2, 4)
     small.close(), s.close()
 
 

@@ -16,6 +16,14 @@ def _frame(i: int) -> Frame:
                  {"m0/l0/S": rng.standard_normal((4, 32, 32)).astype(np.float16), "m0/x": np.full(3, i, np.int64)})
 
 
+def written(store: FrameStore) -> None:
+    """Wait until the store's writer has written every frame it can (all of them, unless the
+    file fails: then `problem` says why and those frames wait in memory). The app never waits
+    for it (a frame not on file yet is read from memory): only these tests look at the file."""
+    with store._lock:
+        store._changed.wait_for(store._idle)
+
+
 def test_frames_round_trip_past_the_budget():
     one = len(_frame(0).to_bytes())
     store = FrameStore(budget=one * 5 + 10)        # room for five frames in memory
@@ -98,7 +106,7 @@ def test_a_step_does_not_wait_for_its_frame_to_be_written(monkeypatch):
         store.append(f)                             # would hang here if the write were in append
     assert len(store) == 3 and store[0] == frames[0] and store._spans[0] is None
     disk.go.set()
-    store.flush()
+    written(store)
     assert all(span is not None for span in store._spans) and not store._unwritten
     store._recent.clear()
     assert list(store) == frames                    # every one from the file now
@@ -120,6 +128,6 @@ def test_a_writer_behind_by_the_waiting_budget_holds_the_step_back(monkeypatch):
     disk.go.set()
     third.join(10)
     store.append(frames[3])
-    store.flush()
+    written(store)
     assert list(store) == frames and store.problem is None
     store.close()

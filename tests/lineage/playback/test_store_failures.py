@@ -17,6 +17,7 @@ from lineage.playback.frame import Frame
 from lineage.playback.session import Session
 from lineage.playback.store import FrameStore
 from lineage.scenario import load
+from tests.lineage.playback.test_store import written
 
 
 TOUR = Path(__file__).resolve().parents[3] / "lineage" / "scenarios" / "tour.yaml"
@@ -136,14 +137,14 @@ def test_enospc_part_way_through_a_frame(monkeypatch):
     disk = Failing(monkeypatch, after=one * 10 + one // 3)       # frame 10 is cut a third of the way in
     for f in frames[:15]:
         store.append(f)                                         # kept: in memory, waiting for room
-    store.flush()
+    written(store)
     assert len(store) == 15 and sorted(store._unwritten) == list(range(10, 15))
     assert "No space left on device" in store.problem
     assert _same_or_raises(store, frames[:15]) == 15
     disk.room()
     for f in frames[15:]:
         store.append(f)                                         # the waiting ones are written first
-    store.flush()
+    written(store)
     assert not store._unwritten and store.problem is None
     store._recent.clear()                                       # every frame from the file now
     assert _same_or_raises(store, frames) == 30
@@ -154,7 +155,7 @@ def test_a_frame_that_does_not_read_back_as_written_raises():
     frames = [_frame(i) for i in range(4)]
     for f in frames:
         store.append(f)
-    store.flush()
+    written(store)
     offset, n = store._spans[1][:2]
     fd = store._file.fileno()
     byte = os.pread(fd, 1, offset + n - 7)

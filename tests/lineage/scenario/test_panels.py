@@ -63,7 +63,7 @@ def test_the_layers_each_panel_kind_can_show(kind, session):
 @pytest.mark.parametrize("kind", LAYER_PANELS)
 def test_the_panel_draws_what_panel_layers_says(kind, session):
     cfg = session.model_config(0)
-    assert PANELS[kind]({"kind": kind}).drawable_layers(session) == list(EXPECTED[kind])
+    assert tuple(PANELS[kind].prepare(session, 0, {"kind": kind}, 100).layers) == EXPECTED[kind]
     for asked in ASKED:
         layers, shown = panel_layers(cfg, kind, asked)
         view = PANELS[kind].prepare(session, 0, {"kind": kind, "layer": asked}, 100)
