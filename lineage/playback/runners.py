@@ -25,11 +25,6 @@ from ..tokenizer import ByteTokenizer
 from . import observe
 
 
-# a captured step queues the next one before its frame is built, where the next token is known
-# (the input's): False steps one at a time (tests and benchmarks compare the two)
-AHEAD = True
-
-
 def make_runner(sc: Scenario, device: str, notes: list[str], prefill_progress=None):
     """The runner for the scenario's models; notes collects what the user should be told.
     `prefill_progress(model label, tokens done, tokens in all)` is called as each model reads
@@ -197,7 +192,7 @@ class LMRunner:
         fields = observe.token_meta(pos, int(token), text, source, self.answers.get(pos), nxt)
         # the next token, where it is known now: each captured step then queues the next one
         # before this frame is built (GraphStep.launch), so the device never waits for the host
-        ahead = nxt if AHEAD and (self.last is None or i + 1 < self.last) else None
+        ahead = nxt if self.last is None or i + 1 < self.last else None
         meta, arrays = observe.lm_step_fields(fields, (r.step(int(token), ahead) for r in self.models))
         if self.tokenizer is not None or self.as_ids:   # the guesses as text too: a replay has no tokenizer to ask
             for m, mm in enumerate(meta["models"]):
@@ -343,6 +338,7 @@ def _load_checkpoint(model, sc: Scenario, base_dir: Path | None, name: str, wher
 
 
 WATCH_ALL_BYTES = 8 << 20      # a checkpoint whose states (S and dS, float16) fit this keeps every layer
+FRAME_BYTES = 2                 # a frame's S, dS and attention rows: float16 (host_copy.compact)
 
 
 def _watched(sc: Scenario, m: int, cfg, context: int = 0) -> frozenset | None:
@@ -350,10 +346,14 @@ def _watched(sc: Scenario, m: int, cfg, context: int = 0) -> frozenset | None:
     when they are small, else those its state, decay and attention panels show (the first layer
     with one where a panel names none). Kimi Linear 48B's KDA states are 2 MB a layer: all 20
     would be 40 MB a frame. An attention row covers every position cached (`context` by the last
-    step, float16): a long input's rows of every layer would make each frame grow with it."""
-    per_frame = sum(2 * 2 * c.n_heads * c.head_dim * getattr(c, "v_dim", c.head_dim) for c in
-                    (cfg.mixer_config(k) for k in cfg.mixers if MIXERS[k].holds_state))
-    per_frame += sum(2 * cfg.mixer_config(k).n_heads * context for k in cfg.mixers if MIXERS[k].attends)
+    step, float16): a long input's rows of every layer would make each frame grow with it.
+    A state's bytes are its config's answer (state_bytes of the state matrices alone, no conv
+    cache: what `lineage memory` and the cache panel count), not a formula of this function's
+    own (one counted Mamba-2's state_dim x head_dim S as head_dim x head_dim: half, at the
+    published 128 x 64)."""
+    layers = [(MIXERS[k], cfg.layer_mixer_config(i)) for i, k in enumerate(cfg.mixers)]
+    per_frame = sum(2 * c.state_bytes(FRAME_BYTES, 0) for m, c in layers if m.holds_state)     # S and dS
+    per_frame += sum(FRAME_BYTES * c.n_heads * context for m, c in layers if m.attends)
     if per_frame <= WATCH_ALL_BYTES:
         return None
     shown = (panel_layers(cfg, p.kind, p.layer).shown for p in sc.panels if p.kind in WATCHED and p.model == m)

@@ -184,8 +184,10 @@ def main() -> int:
     # -- the two decoders, interleaved in blocks so that drift of the GPU's clocks or of the host's
     # load falls on both alike: ours through the Session, transformers' forward with its cache ----
     # ours in two ways, alternating by block: each captured step queued before the last frame
-    # is built (runners.AHEAD, the app's way), and one step at a time (the way before it)
-    from lineage.playback import runners
+    # is built (GraphStep.launch, the app's way), and one step at a time (the way before it: a
+    # launch that queues nothing, as where the cache is full)
+    from lineage.graph_step import GraphStep
+    queue = GraphStep.launch
     ours_t, single_t, hf_t, nbytes, ratios = [], [], [], [], []
     n = min(args.steps, s.total)
     with torch.inference_mode():
@@ -194,13 +196,13 @@ def main() -> int:
         for start in range(0, n, BLOCK):
             block_ours, block_hf = [], []
             ahead = (start // BLOCK) % 2 == 0
-            runners.AHEAD = ahead
+            GraphStep.launch = queue if ahead else (lambda self, token: False)
             for i in range(start, min(start + BLOCK, n)):
                 t0 = time.perf_counter()
                 f = s.frame(i)
                 block_ours.append(time.perf_counter() - t0)
                 nbytes.append(f.nbytes)
-            runners.AHEAD = True
+            GraphStep.launch = queue
             if not ahead:
                 single_t += block_ours
             for t in range(start, min(start + BLOCK, n)):

@@ -33,13 +33,16 @@ def test_a_launched_step_is_the_step_taken_next():
 
 
 def test_frames_queued_ahead_equal_frames_one_at_a_time(monkeypatch):
-    from lineage.playback import runners
+    from lineage.graph_step import GraphStep
     from lineage.playback.session import Session
     from lineage.scenario import load
     from tests.app.helpers import SC
 
     def frames(ahead: bool) -> list:
-        monkeypatch.setattr(runners, "AHEAD", ahead)
+        # one at a time: every launch answers as a full cache does (nothing queued), so each
+        # step replays its graph when it is taken
+        launch = GraphStep.launch if ahead else (lambda self, token: False)
+        monkeypatch.setattr(GraphStep, "launch", launch)
         s = Session(load(SC / "tour.yaml"))
         try:
             assert s.runner.models[0].graph_mode is not None        # the captured step, on this GPU
