@@ -40,11 +40,12 @@ def heat_rows(m: np.ndarray, scale: float | None = None, max_cols: int = 64) -> 
     return ["".join(_glyph(v, scale) for v in row) for row in m], step
 
 
-def ramp_rows(M: np.ndarray) -> list[str]:
+def ramp_rows(M: np.ndarray, label=str) -> list[str]:
     """(rows, steps) values in [0, 1] as text: a glyph per step (blank 0 to @ 1, ? where a value is
-    NaN or infinite, as the heatmap's uncoloured glyphs), then the newest value."""
+    NaN or infinite, as the heatmap's uncoloured glyphs), then the newest value. `label(r)` names
+    row r (its number by default), as the heatmap's row labels do."""
     ramp = " .:-=+*#%@"
-    return [f"  {c:>3} " + "".join(ramp[min(9, max(0, int(a * 9.999)))] if np.isfinite(a) else "?" for a in row)
+    return [f"  {label(c):>3} " + "".join(ramp[min(9, max(0, int(a * 9.999)))] if np.isfinite(a) else "?" for a in row)
             + f"  {row[-1]:.3f}" for c, row in enumerate(M)]
 
 

@@ -64,7 +64,8 @@ def lines(view, width: int) -> list[str]:
     A = np.stack(cols, axis=1)                                           # (channels, recent steps)
     out = [f"decay: {view.name} layer {view.layer} head {view.head}: alpha = exp(g) per "
            f"{'channel' if A.shape[0] > 1 else 'head'}, last {A.shape[1]} steps (@ holds, blank clears)"]
-    out += ramp_rows(A)
+    # one alpha per head (Gated DeltaNet): the one row is the head shown, labelled as the map labels it
+    out += ramp_rows(A, str if A.shape[0] > 1 else (lambda r, h=view.head: str(h)))
     out.append(f"  now: {counts(view)}")
     return out
 
