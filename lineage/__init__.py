@@ -1,14 +1,21 @@
-"""lineage: every memory mechanism from GPT-2 to Kimi K3 as readable PyTorch.
+"""lineage: every memory mechanism from GPT-2 to Kimi K3 as readable PyTorch, and the app that
+shows them at work. The folders follow the lineage:
 
-    ops.py configs.py presets.py model.py graph_step.py backend.py tokenizer.py
-    arithmetic.py   parameters, cache and state bytes from a config (no torch)
-    figures.py      the seed essays' figures (no torch at import)
-    mechanisms/     one file per row of the lineage (nn.Modules and their states)
-    scenario/       scenario files: reader, schema, checks, tasks (no torch)
-    playback/       frames, traces, sessions and their runners, the toy memory
+    ops/         each op's float reference beside its Triton kernels (ops.kernels: the fast ones)
+    mixers/      one nn.Module per sequence mixer: softmax, linear, DeltaNet, Gated DeltaNet, KDA,
+                 Mamba-2, MLA
+    ffns/        dense FFN and MoE;  attnres.py  attention over depth;  model.py  the LM
+    configs.py   the config dataclasses and the MIXERS / FFNS registries (no torch); presets.py
+    families/    real checkpoints, one mapping file per family (gpt2, llama, qwen3_next, ...)
+    scenario/    scenario files: reader, schema, checks, tasks (no torch)
+    playback/    frames, traces, sessions and their runners, the trace cache, the player
+    training/    train, eval and the arena's models
+    app/         the Textual app: screens, panels, widgets, exports
+    cli/         the `lineage` command
+    scenarios/   the bundled scenarios, weights and held-out text (package data)
 
 Import torch-free pieces directly (`lineage.configs`, `lineage.presets`, `lineage.arithmetic`,
-`lineage.scenario`); nothing here imports textual or rich.
+`lineage.scenario`); only app/ and cli/serve.py import textual or rich.
 """
 __version__ = "0.1.0"
 

@@ -10,56 +10,20 @@ Each mechanism config answers for itself what its module holds: `params()` (and
 each count mirrors the module that owns the weights (tests check every runnable preset against
 the real modules' numel). `lineage.arithmetic` sums them over a model.
 
-`MIXERS` is the one registry of mixer kinds: a descriptor per kind with its config, its module,
-what it has (a state, a decay, attention rows) and how the layer map draws it.
+`MIXERS` and `FFNS` are the registries of mixer and FFN kinds: a descriptor per kind
+(lineage/kinds.py) with its config, its module, what it has (a state, a decay, attention rows,
+a router) and how the layer map draws it. Shared number checks are lineage/config_checks.py,
+RoPE scaling lineage/rope_scaling.py.
 """
 from __future__ import annotations
 
 import dataclasses
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .arithmetic import kv_bytes_per_token, mla_bytes_per_token, recurrent_state_bytes
-
-
-class ConfigError(ValueError):
-    """A config value that cannot build a model; `field` is its place, e.g. ('attention', 'n_heads'),
-    so a scenario problem can point at the override that set it."""
-
-    def __init__(self, message: str, field: tuple = ()):
-        super().__init__(message)
-        self.field = field
-
-
-ZERO_OK = {"conv_size", "n_shared", "n_positions", "rope_dim"}     # sizes where 0 means "none" (no conv, no shared expert)
-# a norm's epsilon must be > 0 (else a NaN) and an init's spread >= 0 (0 is a zero init, as
-# AttnRes's pseudo-queries start; below, torch's error)
-POSITIVE, NOT_NEGATIVE = ("eps",), ("_std",)
-MAX_SIZE = 1 << 20      # any one size; the parameter limit is checked elsewhere, but a huge head count
-                        # with tiny heads holds few parameters and still allocates per head
-
-
-def check_numbers(cfg, section: tuple = ()) -> None:
-    """Every size of a config (a dataclass) at least 1 (0 where it means none) and every float
-    finite (an epsilon > 0, a spread >= 0): what the model would otherwise fail on deep inside
-    torch, or silently compute NaN with."""
-    for f in dataclasses.fields(cfg):
-        v, where = getattr(cfg, f.name), section + (f.name,)
-        label = ".".join(where)
-        if isinstance(v, bool) or v is None:
-            continue
-        if isinstance(v, int) and v < (0 if f.name in ZERO_OK else 1):
-            raise ConfigError(f"{label} must be {'>= 0' if f.name in ZERO_OK else '>= 1'}, got {v}", where)
-        if isinstance(v, int) and v > MAX_SIZE:
-            raise ConfigError(f"{label} is {v:,}; sizes are limited to {MAX_SIZE:,}", where)
-        if isinstance(v, float) and not math.isfinite(v):
-            raise ConfigError(f"{label} must be a finite number, got {v}", where)
-        if isinstance(v, float) and f.name.endswith(POSITIVE) and not v > 0:
-            raise ConfigError(f"{label} must be > 0, got {v}", where)
-        if isinstance(v, float) and f.name.endswith(NOT_NEGATIVE) and v < 0:
-            raise ConfigError(f"{label} must be >= 0, got {v}", where)
-        if dataclasses.is_dataclass(v):
-            check_numbers(v, where)
+from .config_checks import ConfigError, check_numbers
+from .kinds import Ffn, Mixer
+from .rope_scaling import RopeScalingConfig, check_rope_scaling
 
 
 class MechanismConfig:
@@ -78,26 +42,6 @@ class MechanismConfig:
 
     def state_bytes(self, dtype_bytes: int = 4, cache_dtype_bytes: int = 2) -> int:
         return 0
-
-
-@dataclass
-class RopeScalingConfig:
-    """RoPE as real checkpoints name it (transformers' rope_type). 'default' is plain RoPE;
-    the others stretch it past the context the model was trained at: 'linear' divides
-    every frequency by factor; 'llama3' (Llama 3.1) divides only the slow ones (wavelength over
-    original_context / low_freq_factor), keeps the fast ones (under original_context /
-    high_freq_factor) and blends between; 'yarn' ramps from kept to divided over the channels that
-    turn beta_fast .. beta_slow times in original_context, and scales cos and sin by
-    attention_factor (None: 0.1 ln(factor) + 1)."""
-    kind: str = "default"              # 'default', 'linear', 'llama3' or 'yarn'
-    factor: float = 1.0
-    original_context: int | None = None  # original_max_position_embeddings (llama3, yarn)
-    low_freq_factor: float = 1.0       # llama3
-    high_freq_factor: float = 4.0      # llama3
-    beta_fast: float = 32.0            # yarn
-    beta_slow: float = 1.0             # yarn
-    attention_factor: float | None = None  # yarn
-    truncate: bool = True              # yarn: round the ramp's ends to whole channels
 
 
 @dataclass
@@ -362,27 +306,6 @@ class AttnResConfig:
     eps: float = 1e-6
 
 
-@dataclass(frozen=True)
-class Mixer:
-    """One mixer kind: everything the rest of lineage asks about it, in one place. Validation,
-    the panels, the backend and eval ask these flags, not the kind's name. Torch-free: the
-    nn.Module is named, not imported (`lineage.model.mixer_class` imports it)."""
-    name: str                          # the kind, as ModelConfig.mixers writes it
-    label: str                         # for people
-    field: str                         # the ModelConfig field that holds its config
-    config: type                       # its config class (above)
-    module: str                        # its nn.Module, "package.module:Class"
-    glyph: str                         # its cell in the layer map (the figure panel)
-    colour: str                        # that cell's style
-    holds_state: bool = False          # a K x V state S per head, observed as S, dS, k, v, read (the state panel)
-    has_decay: bool = False            # a learned log decay g = _decay(x) <= 0 (the decay panel, eval's probe)
-    attends: bool = False              # softmax rows over a cache that grows per token
-    gate: bool = False                 # observes its output gate per channel, if its config has one (the gate panel)
-    kernel: bool = False               # lineage.ops.kernels has its op and step; else the reference runs, on CUDA too
-    tiny: str | None = None            # its one-mechanism preset, whose MQAR weights `lineage arena` compares
-    aliases: tuple[str, ...] = ()      # the other names it goes by: its class, op, preset, toy memory rule
-
-
 # Every mixer kind, in the order listings and the arena show them. A new mixer adds its config
 # class and ModelConfig field here, and one line below; its nn.Module and op are in their files.
 MIXERS = {m.name: m for m in (
@@ -409,20 +332,6 @@ MIXERS = {m.name: m for m in (
           "lineage.mixers.mla:MLA", "M", "black on #ff8700",
           attends=True, gate=True, aliases=("MLA",)),
 )}
-
-
-@dataclass(frozen=True)
-class Ffn:
-    """One FFN kind, as a Mixer is one mixer kind: what the rest of lineage asks about it (the
-    model's module, the layer map's cell, the routing panel, the kernels, parameter counts)."""
-    name: str                          # the kind, as ModelConfig.ffns writes it
-    field: str | None                  # the ModelConfig field that holds its config; None: no FFN
-    config: type | None                # its config class (above)
-    module: str | None                 # its nn.Module, "package.module:Class"
-    glyph: str                         # its cell under the mixers' in the layer map (the figure panel)
-    colour: str | None                 # that cell's style
-    routes: bool = False               # a router picks experts per token: the routing panel, active
-                                       # parameters, and lineage.ops.kernels.moe_experts on the step
 
 
 # Every FFN kind. A new one adds its config class and ModelConfig field here, one line below,
@@ -550,7 +459,7 @@ class ModelConfig:
         if a is not None and (a.rope_dim % 2 or a.rope_dim > a.dim):
             raise ConfigError(f"{self.name}: attention.rope_dim must be even and at most head_dim", ("attention", "rope_dim"))
         if a is not None and a.rope_scaling is not None:
-            _check_rope_scaling(self.name, a.rope_scaling)
+            check_rope_scaling(self.name, a.rope_scaling)
         for kind in (m.field for m in MIXERS.values() if issubclass(m.config, DeltaNetConfig)):
             sub = getattr(self, kind)
             if sub is not None and sub.n_heads % sub.key_heads:
@@ -564,21 +473,3 @@ class ModelConfig:
                                   ("moe", "n_group"))
             if m.top_k > m.topk_group * (m.n_experts // m.n_group):
                 raise ConfigError(f"{self.name}: moe.top_k exceeds the experts of topk_group groups", ("moe", "top_k"))
-
-
-def _check_rope_scaling(name: str, r: RopeScalingConfig) -> None:
-    where = ("attention", "rope_scaling")
-    if r.kind not in ("default", "linear", "llama3", "yarn"):
-        raise ConfigError(f"{name}: attention.rope_scaling.kind must be 'default', 'linear', 'llama3' or 'yarn', "
-                          f"got {r.kind!r}",
-                          where + ("kind",))
-    if not r.factor > 0:
-        raise ConfigError(f"{name}: attention.rope_scaling.factor must be > 0, got {r.factor}", where + ("factor",))
-    if r.kind in ("llama3", "yarn") and r.original_context is None:
-        raise ConfigError(f"{name}: attention.rope_scaling.original_context is needed by {r.kind!r}",
-                          where + ("original_context",))
-    if r.kind == "llama3" and not 0 < r.low_freq_factor < r.high_freq_factor:
-        raise ConfigError(f"{name}: attention.rope_scaling needs 0 < low_freq_factor < high_freq_factor",
-                          where + ("low_freq_factor",))
-    if r.kind == "yarn" and not 0 < r.beta_slow < r.beta_fast:
-        raise ConfigError(f"{name}: attention.rope_scaling needs 0 < beta_slow < beta_fast", where + ("beta_slow",))
