@@ -9,9 +9,9 @@
 set -u
 here=$PWD; cores=${CORES:-2}; rounds=${ROUNDS:-2}
 for sha in "$@"; do
-  [ -d ".bisect/$sha" ] || { mkdir -p ".bisect/$sha" && git archive "$sha" -- . ':!scenarios/weights' | tar -x -C ".bisect/$sha"; }
-  mkdir -p ".bisect/$sha/scenarios" && rm -rf ".bisect/$sha/scenarios/weights" && \
-    ln -s "$here/scenarios/weights" ".bisect/$sha/scenarios/weights"
+  [ -d ".bisect/$sha" ] || { mkdir -p ".bisect/$sha" && git archive "$sha" -- . ':!lineage/scenarios/weights' | tar -x -C ".bisect/$sha"; }
+  mkdir -p ".bisect/$sha/lineage/scenarios" && rm -rf ".bisect/$sha/lineage/scenarios/weights" && \
+    ln -s "$here/lineage/scenarios/weights" ".bisect/$sha/lineage/scenarios/weights"
 done
 for r in $(seq "$rounds"); do
   for sha in "$@"; do
