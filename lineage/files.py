@@ -8,9 +8,11 @@ which could be swapped in between) what it is, and refuse everything but a regul
 """
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import stat
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
@@ -59,7 +61,8 @@ def publish(partial: str | Path, path: str | Path, overwrite: bool = False) -> N
     """Make a finished temporary file the real one in one step, so a reader never sees half a
     file: with `overwrite`, an atomic rename over `path` (a symbolic link there is replaced, its
     target untouched); without, a hard link that fails (with FileExistsError, `partial` kept)
-    rather than replace a file, or a link, made meanwhile."""
+    rather than replace a file, or a link, made meanwhile. A file system without hard links
+    (some FUSE and SMB mounts) gets a rename that never replaces: `_move_new`."""
     if overwrite:
         os.replace(partial, path)
         return
@@ -68,11 +71,54 @@ def publish(partial: str | Path, path: str | Path, overwrite: bool = False) -> N
     except FileExistsError:
         raise
     except OSError:                           # a file system without hard links
-        if os.path.lexists(path):
-            raise FileExistsError(0, "exists", str(path)) from None
-        os.replace(partial, path)
+        _move_new(partial, path)
         return
     os.unlink(partial)
+
+
+def _move_new(partial: str | Path, path: str | Path) -> None:
+    """Rename `partial` to `path` unless something is there (FileExistsError, `partial` kept),
+    and never replace what appears meanwhile: checking first and then renaming would replace a
+    file made in between. renameat2(RENAME_NOREPLACE) where the system and file system have it;
+    else the name is taken first, exclusively (an empty file, which only this rename replaces:
+    another writer's exclusive link or create then fails), and the rename replaces that."""
+    if _rename_noreplace(partial, path):
+        return
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags, 0o600)          # FileExistsError where anything is there, a link included
+    try:
+        mine = os.fstat(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.replace(partial, path)
+    except BaseException:
+        try:                                  # the name taken back, if it is still this placeholder
+            st = os.lstat(path)
+            if (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino):
+                os.unlink(path)
+        except OSError:
+            pass
+        raise
+
+
+def _rename_noreplace(src: str | Path, dst: str | Path) -> bool:
+    """Linux's renameat2(src, dst, RENAME_NOREPLACE): True once renamed, FileExistsError where
+    dst exists, False where the system or the file system has no such rename."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes                             # here: only a file system without hard links comes here
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):         # a C library older than glibc 2.28
+        return False
+    AT_FDCWD, RENAME_NOREPLACE = -100, 1
+    if fn(AT_FDCWD, os.fsencode(src), AT_FDCWD, os.fsencode(dst), RENAME_NOREPLACE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(dst))     # EEXIST: a FileExistsError
 
 
 # -- writing: every command that makes a file goes through these ------------------------------
