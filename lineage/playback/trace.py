@@ -61,7 +61,7 @@ class TraceWriter:
         self.path = Path(path)
         self.partial = Path(partial) if partial is not None else self.path.with_name(self.path.name + ".partial")
         self.level, self.overwrite = level, overwrite
-        if self.path.exists() and not overwrite:
+        if os.path.lexists(self.path) and not overwrite:      # a link too, dangling or not: publish would refuse it
             raise FileExistsError(0, "exists (--force replaces it)", str(self.path))
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         try:
