@@ -48,7 +48,7 @@ def count(cfg) -> dict:
         ffn = cfg.ffn_config(f)
         if f == "none":
             continue
-        if hasattr(ffn, "active_params"):      # routed experts: only top_k of them run per token
+        if cfg.ffn_routes(f):                  # routed experts: only top_k of them run per token
             out["moe_total"] += ffn.params()
             out["moe_active"] += ffn.active_params()
         else:

@@ -392,6 +392,11 @@ class ModelConfig:
             return dataclasses.replace(c, sliding_window=None)
         return c
 
+    def ffn_routes(self, kind: str) -> bool:
+        """Whether an FFN kind routes tokens to experts (its descriptor's flag), for the torch-free
+        arithmetic, which cannot import this module's registry."""
+        return FFNS[kind].routes
+
     def ffn_config(self, kind: str):
         field = FFNS[kind].field
         return None if field is None else getattr(self, field)

@@ -89,3 +89,13 @@ def test_the_one_dtype_map_is_torchs():
         assert getattr(torch, name).itemsize == size and dtype_name(name) == name
     assert [dtype_name(s) for s in ("fp32", "bf16", "fp16", "fp64", "int8", None)] == \
         ["float32", "bfloat16", "float16", "float64", None, None]
+
+
+def test_dense_and_routed_ffns_are_counted_apart():
+    """K3's first FFN is dense, the other 92 routed: each in its own line of the breakdown."""
+    from lineage.arithmetic import count
+    cfg = get_preset("k3")
+    c = count(cfg)
+    assert c["ffn_dense"] == cfg.ffns.count("dense") * cfg.dense.params() > 0
+    assert c["moe_total"] == cfg.ffns.count("moe") * cfg.moe.params()
+    assert c["moe_active"] == cfg.ffns.count("moe") * cfg.moe.active_params()
