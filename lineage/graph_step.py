@@ -2,7 +2,7 @@
 hundreds of small launches (a k3-mini step is about 600 kernels; eager, the host is the limit).
 
 Capture needs the same tensors every step, so MLA and softmax caches become static ones
-(mechanisms/static_cache.py: fixed capacity, written in place) and the recurrent states are
+(mixers/static_cache.py: fixed capacity, written in place) and the recurrent states are
 copied back into fixed buffers at the end of the captured step. Observations come out as the graph's own output tensors:
 read (copy) them before the next replay.
 

@@ -21,7 +21,7 @@ from .tasks import Batch
 
 HELD_OUT_BUCKET = 0          # crc32(path) % 10 == 0: held out
 # the held-out split a shipped text model was scored on, as that Python version's standard
-# library holds it (PSF licence, scenarios/data/README): scoring reads it in place of this
+# library holds it (PSF licence, lineage/scenarios/data/README.md): scoring reads it in place of this
 # machine's, so the sidecar's bits per byte reproduce on any Python
 SHIPPED = Path(__file__).resolve().parents[1] / "scenarios" / "data"
 

@@ -597,7 +597,9 @@ def _where(error: Exception) -> list[str]:
     if not isinstance(error, BUGS):
         return []
     root = Path(__file__).resolve().parents[3]          # the checkout or site-packages holding lineage/
-    ours = [f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename).resolve().is_relative_to(root)]
+    # lineage's own frames only: the checkout (its .venv too) or site-packages holds other packages
+    ours = [f for f in traceback.extract_tb(error.__traceback__)
+            if Path(f.filename).resolve().is_relative_to(root / "lineage")]
     if not ours:
         return [f"({type(error).__name__})"]
     f = ours[-1]
