@@ -15,12 +15,14 @@ devices at layer boundaries (`LM.placed`).
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..arithmetic import layer_cache_bytes
 from ..did_you_mean import did_you_mean
+from ..files import read_regular
 from .problems import PretrainedError
 
 MAX_MAP_FILE = 1 << 20          # a map of every layer of a 1,000-layer model is under 64 KiB
@@ -86,8 +88,11 @@ def parse_device_map(text: str) -> MapRequest:
     t = text.strip()
     if t in ("auto", "balanced", "sequential"):
         return MapRequest(t, t)
-    if t.endswith(".json") or Path(t).expanduser().is_file():
-        return MapRequest("file", t, modules=_read_map_file(Path(t).expanduser()))
+    path = Path(t).expanduser()
+    # anything there but a folder is a map file: a FIFO or a device named so is refused as a file,
+    # not misread as a device list
+    if t.endswith(".json") or (os.path.lexists(path) and not path.is_dir()):
+        return MapRequest("file", t, modules=_read_map_file(path))
     parts = t.split(",")
     if len(parts) > MAX_DEVICES:
         raise PlacementError(f"--device-map {t[:40]}...: {len(parts)} devices, at most {MAX_DEVICES}")
@@ -124,20 +129,27 @@ def device_name(value) -> str | None:
 
 
 def _read_map_file(path: Path) -> tuple[tuple[str, str, str], ...]:
-    """A JSON object {module name: device}; each entry with where it is in the file, for messages."""
+    """A JSON object {module name: device}; each entry with where it is in the file, for messages.
+    Read as every input is (lineage.files): a regular file only, opened without blocking (a FIFO
+    or a link to /dev/zero is refused before a byte is read), at most MAX_MAP_FILE bytes."""
     try:
-        if path.stat().st_size > MAX_MAP_FILE:
-            raise PlacementError(f"{path}: {path.stat().st_size:,} bytes, larger than a device map "
-                                 f"({MAX_MAP_FILE:,} at most)")
-        text = path.read_text(encoding="utf-8")
+        raw = read_regular(path, MAX_MAP_FILE)
     except FileNotFoundError:
         raise PlacementError(f"{path}: no such device-map file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise PlacementError(f"{path}: cannot be read as UTF-8 text ({type(e).__name__})") from None
+    except OSError as e:        # not a regular file, past the limit: the reader's reason, without errno
+        raise PlacementError(f"{path}: device-map file cannot be read ({e.strerror or type(e).__name__})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PlacementError(f"{path}: cannot be read as UTF-8 text") from None
     try:
         pairs = json.loads(text, object_pairs_hook=lambda kv: kv)
     except json.JSONDecodeError as e:
         raise PlacementError(f"{path}:{e.lineno}:{e.colno}: not JSON: {e.msg}") from None
+    except RecursionError:      # json.loads recurses once per nested [ or {; a map is one flat object
+        raise PlacementError(f"{path}:1:1: not a device map (JSON nested too deeply)") from None
+    except ValueError as e:     # an integer past Python's 4,300 digits
+        raise PlacementError(f"{path}: not JSON: {str(e).splitlines()[0][:80]}") from None
     if not isinstance(pairs, list) or (pairs and not isinstance(pairs[0], tuple)):
         raise PlacementError(f"{path}:1:1: a device map is a JSON object {{module name: device}}")
     if len(pairs) > MAX_ENTRIES:

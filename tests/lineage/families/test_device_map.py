@@ -5,6 +5,7 @@ refusals; with CUDA, a model split between cuda:0 and the CPU against the CPU al
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -174,6 +175,19 @@ def test_validate_plans_the_map_as_record_would(ckpt, tmp_path, capsys):
     assert main(["validate", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "model.device_map" in err[0] and "cuda:7" in err[0], err
+
+
+def test_validate_refuses_a_fifo_map_at_once(ckpt, tmp_path, capsys):
+    """A scenario's device_map naming a FIFO (relative to the scenario): validate refuses it
+    without opening it for a blocking read, one line at model.device_map, exit 2 (issue 51)."""
+    from .test_placement import never_blocks
+    os.mkfifo(tmp_path / "pipe.json")
+    sc = tmp_path / "s.yaml"
+    sc.write_text(scenario(ckpt, ", device_map: pipe.json"))
+    with never_blocks():
+        assert main(["validate", str(sc)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "model.device_map" in err[0] and "a FIFO" in err[0], err
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="auto on a machine without a GPU")

@@ -5,6 +5,9 @@ described by --gpu-memory."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+from contextlib import contextmanager
 
 import pytest
 
@@ -217,6 +220,55 @@ def test_bad_map_files_are_one_line_at_their_position(tmp_path, body, words):
     with pytest.raises(PlacementError) as e:
         planned(cfg, path, gpus="2x141GB")
     assert str(e.value).startswith(path) and words in str(e.value) and "\n" not in str(e.value)
+
+
+@contextmanager
+def never_blocks(seconds: int = 60):
+    """A safety net, not a timing: a read that blocks (a FIFO with no writer) fails the test
+    instead of hanging the run. Correct code returns at once and never meets it."""
+    def fail(*_):
+        raise AssertionError(f"still reading after {seconds} s: the map file blocked")
+    old = signal.signal(signal.SIGALRM, fail)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+# (name, how it is made, words the one line holds): each would hang, grow without end or raise
+# a traceback if read as a plain file (issue 51, item 1)
+HOSTILE_MAPS = {
+    "a FIFO named .json": ("map.json", os.mkfifo, "a FIFO"),
+    "a FIFO without .json": ("map", os.mkfifo, "a FIFO"),
+    "a link to /dev/zero": ("map.json", lambda p: p.symlink_to("/dev/zero"), "a character device"),
+    "a link to /dev/zero without .json": ("zero", lambda p: p.symlink_to("/dev/zero"), "a character device"),
+    "2 MB sparse": ("map.json", lambda p: p.write_bytes(b"") or os.truncate(p, 2 << 20), "limit 1,048,576"),
+    "nested 100,000 deep": ("map.json", lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "nested too deeply"),
+    "an integer of 5,000 digits": ("map.json", lambda p: p.write_text('{"": ' + "1" * 5000 + "}"), "not JSON"),
+    "not UTF-8": ("map.json", lambda p: p.write_bytes(b'{"\xff": 0}'), "UTF-8"),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE_MAPS)
+def test_a_hostile_map_file_is_refused_at_once_in_one_line(tmp_path, case):
+    name, make_it, words = HOSTILE_MAPS[case]
+    path = tmp_path / name
+    make_it(path)
+    with never_blocks(), pytest.raises(PlacementError) as e:
+        parse_device_map(str(path))
+    said = str(e.value)
+    assert said.startswith(str(path)) and words in said and "\n" not in said, said
+
+
+def test_lineage_memory_refuses_a_fifo_map_exit_2(tmp_path, capsys):
+    root, _ = make(tmp_path, QWEN3_NEXT_80B)
+    os.mkfifo(tmp_path / "map.json")
+    with never_blocks():
+        code = main(["memory", str(root), "--device-map", str(tmp_path / "map.json"), "--gpu-memory", "2x141GB"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "a FIFO" in err and "Traceback" not in err, err
 
 
 def test_a_device_that_is_not_visible_is_refused(tmp_path):
