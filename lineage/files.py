@@ -29,6 +29,20 @@ def kind_of(mode: int) -> str:
     return "not a regular file"
 
 
+def replace_problem(path: str | Path) -> str | None:
+    """Why `path`, where something is, must not be replaced even with --force, or None (nothing
+    there, a regular file, or a symbolic link, which is replaced and its target left untouched).
+    A writer makes a regular file: put in place of /dev/null (as root), a FIFO or a socket, it
+    would silently break whatever reads or serves there, so those are never replaced."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return None
+    return f"is {kind_of(mode)}; lineage replaces only regular files (choose another name)"
+
+
 def open_regular(path: str | Path) -> BinaryIO:
     """The file opened for binary reading, or OSError (strerror says why) for anything that
     is not a regular file. Never blocks."""
@@ -60,10 +74,14 @@ def read_regular(path: str | Path, limit: int) -> bytes:
 def publish(partial: str | Path, path: str | Path, overwrite: bool = False) -> None:
     """Make a finished temporary file the real one in one step, so a reader never sees half a
     file: with `overwrite`, an atomic rename over `path` (a symbolic link there is replaced, its
-    target untouched); without, a hard link that fails (with FileExistsError, `partial` kept)
-    rather than replace a file, or a link, made meanwhile. A file system without hard links
-    (some FUSE and SMB mounts) gets a rename that never replaces: `_move_new`."""
+    target untouched; a device, FIFO or socket is not: FileExistsError, `partial` kept); without,
+    a hard link that fails (with FileExistsError, `partial` kept) rather than replace a file, or
+    a link, made meanwhile. A file system without hard links (some FUSE and SMB mounts) gets a
+    rename that never replaces: `_move_new`."""
     if overwrite:
+        problem = replace_problem(path)       # checked at the last moment: a FIFO made since output_problem
+        if problem is not None:               # as a file there without overwrite: `partial` kept
+            raise FileExistsError(0, problem, str(path))
         os.replace(partial, path)
         return
     try:
@@ -155,6 +173,9 @@ def _output_problem(out: Path, inputs, force: bool) -> str | None:
         return "is a symbolic link; lineage never writes through one (remove it or choose another name)"
     if out.is_dir():
         return "is a directory (give a file name)"
+    special = replace_problem(out)         # a device, FIFO or socket: not even with force
+    if special is not None:
+        return special
     if out.exists():
         for src in inputs:
             try:
@@ -194,7 +215,7 @@ def new_file(path: str | Path, force: bool = False, mode: int = 0o666):
         publish(partial, path, overwrite=force)
     except FileExistsError:
         _remove(partial)
-        raise FileExistsError(0, "exists (--force replaces it)", str(path)) from None
+        raise FileExistsError(0, replace_problem(path) or "exists (--force replaces it)", str(path)) from None
     except BaseException:
         _remove(partial)
         raise

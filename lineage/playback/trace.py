@@ -32,7 +32,7 @@ from pathlib import Path
 from ..config_dict import config_from_dict
 from ..configs import ConfigError
 from ..escapes import visible_tree
-from ..files import open_regular, publish
+from ..files import open_regular, publish, replace_problem
 from .frame import Frame
 
 MAGIC = b"LNTRACE\n"
@@ -61,6 +61,9 @@ class TraceWriter:
         self.path = Path(path)
         self.partial = Path(partial) if partial is not None else self.path.with_name(self.path.name + ".partial")
         self.level, self.overwrite = level, overwrite
+        special = replace_problem(self.path)              # a device, FIFO or socket: not even with overwrite
+        if special is not None:
+            raise FileExistsError(0, special, str(self.path))
         if os.path.lexists(self.path) and not overwrite:      # a link too, dangling or not: publish would refuse it
             raise FileExistsError(0, "exists (--force replaces it)", str(self.path))
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)

@@ -2,12 +2,15 @@
 key never replace a file without --force, never take their input as output, never write
 through a symbolic link, and a failed write (a full disk) leaves nothing behind."""
 import os
+import socket
+import stat
 from pathlib import Path
 
 import pytest
 
-from lineage.files import new_file, output_problem, write_new
+from lineage.files import new_file, output_problem, publish, write_new
 from lineage.cli.main import main
+from lineage.playback.trace import TraceWriter
 
 ROOT = Path(__file__).resolve().parents[2]
 FACTS = str(ROOT / "lineage" / "scenarios" / "fig3_two_facts.yaml")
@@ -120,6 +123,55 @@ def test_new_file_appears_whole_or_not_at_all(tmp_path):
     (tmp_path / "link").symlink_to(out)
     write_new(tmp_path / "link", b"new", force=True)           # the link is replaced, its target kept
     assert out.read_bytes() == b"whole" and not (tmp_path / "link").is_symlink()
+
+
+def _special(tmp_path, kind: str) -> Path:
+    """A FIFO or a listening-socket file in tmp_path (device nodes are only looked at, never made)."""
+    path = tmp_path / kind
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(path))
+        s.close()                          # the socket file stays, as a server's does
+    return path
+
+
+def _intact(path: Path) -> bool:
+    mode = os.lstat(path).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "sock"])
+def test_force_never_replaces_a_fifo_or_socket(tmp_path, capsys, kind):
+    """--force replaces regular files only (issue 51): `record`, `snapshot`, and the helpers
+    beneath every writer (write_new, publish, TraceWriter) refuse a FIFO or socket with or
+    without it, and the refusal never offers --force for them."""
+    out = _special(tmp_path, kind)
+    for force in ([], ["--force"]):
+        assert main(["record", FACTS, "-o", str(out), "--steps", "2", *force]) == 2
+        line = _one_line(capsys, str(out), "replaces only regular files")
+        assert "--force" not in line
+        assert _snap(out, *force) == 2
+        _one_line(capsys, "replaces only regular files")
+    for force in (False, True):
+        with pytest.raises(FileExistsError, match="replaces only regular files"):
+            write_new(out, b"x", force=force)
+        with pytest.raises(FileExistsError, match="replaces only regular files"):
+            TraceWriter(out, "", {}, overwrite=force)
+    partial = tmp_path / "p"
+    partial.write_bytes(b"done")
+    with pytest.raises(FileExistsError, match="replaces only regular files"):
+        publish(partial, out, overwrite=True)          # one made after the checks: the last look refuses it
+    assert _intact(out) and partial.read_bytes() == b"done"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([kind, "p"])      # no partial left
+
+
+def test_force_never_replaces_a_device():
+    """/dev/null is only asked about, never written: with --force it is still refused."""
+    for force in (False, True):
+        said = output_problem("/dev/null", force=force)
+        assert said is not None and "a character device" in said and "--force" not in said
 
 
 def test_s_key_on_a_dotted_name_and_a_planted_link(tmp_path):
