@@ -62,7 +62,9 @@ class GraphStep:
                 self._restore()                     # each writes at the same place: one free slot is enough
         torch.cuda.current_stream().wait_stream(side)
         self.graph = torch.cuda.CUDAGraph()
-        with torch.inference_mode(), torch.cuda.graph(self.graph):
+        # thread_local: the app's other threads go on reading earlier frames' tensors while this
+        # one captures; in the default "global" mode any of their CUDA calls aborts the capture
+        with torch.inference_mode(), torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
             self.logits, self.obs = self._step_fn()
         self._restore()                             # capture advanced the host-side counts
         del self._saved

@@ -297,6 +297,7 @@ class SteppedModel:
             notes.append("the model spans devices: its steps run eagerly (one CUDA graph cannot span devices)")
         self.graph_mode = None if off else mode
         self.stepper = None
+        self.notes = notes                          # the session's: a failed capture adds one
 
     def prefill(self, ids: list[int], progress=None) -> None:
         """Read ids in chunks (lineage.prefill); progress(done, total) after each."""
@@ -320,8 +321,12 @@ class SteppedModel:
             logits, self.state = self.model.step(torch.tensor([token], device=self.device), self.state, obs)
         if self.graph_mode is not None:
             from ..graph_step import GraphStep
-            self.stepper = GraphStep(self.model, self.state, self.capacity,
-                                     compile=self.graph_mode == "compile")
+            try:
+                self.stepper = GraphStep(self.model, self.state, self.capacity,
+                                         compile=self.graph_mode == "compile")
+            except RuntimeError as e:   # a failed capture leaves self.state as it was: step eagerly
+                self.notes.append(f"CUDA graph capture failed, steps run eagerly: {str(e).splitlines()[0]}")
+            self.graph_mode = None
         self.logits = logits[0].float()
         return observe.lm_fields(obs, self.cfg, self.load, self.watch)
 

@@ -55,3 +55,30 @@ def test_capture_needs_only_one_free_slot():
         graph_logits, _ = stepper.step(int(ids[0, 8]))
         eager_logits, _ = model.step(ids[:, 8], st, StepObs())
         assert rel(graph_logits.float(), eager_logits.float()) < 1e-4
+
+
+def test_capture_beside_a_thread_reading_the_device():
+    """The app's main thread reads earlier frames' tensors (device to host copies) while the
+    stepping thread captures. In torch's default "global" capture mode such a copy aborts the
+    capture ("operation not permitted when stream is capturing"): seen under load on the H100."""
+    import threading
+    from lineage.graph_step import GraphStep
+    model, ids = softmax_on_gpu(40)
+    busy = torch.randn(1 << 16, device="cuda")
+    stop = threading.Event()
+
+    def read():
+        while not stop.is_set():
+            busy.cpu()
+    with torch.inference_mode():
+        _, st = model(ids[:, :8])
+        reader = threading.Thread(target=read)
+        reader.start()
+        try:
+            steppers = [GraphStep(model, st, capacity=40) for _ in range(5)]   # five captures, each beside it
+        finally:
+            stop.set()
+            reader.join()
+        graph_logits, _ = steppers[-1].step(int(ids[0, 8]))
+        eager_logits, _ = model.step(ids[:, 8], st, StepObs())
+        assert rel(graph_logits.float(), eager_logits.float()) < 1e-4
