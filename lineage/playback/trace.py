@@ -40,6 +40,11 @@ FORMAT = 1
 _REC = struct.Struct("<cII")
 MAX_FRAME_BYTES = 64 << 20      # one frame, decompressed; k3-mini's is ~118 KB
 MAX_META_BYTES = 16 << 20       # header or footer JSON, decompressed (the scenario text is at most 1 MiB)
+# frames in one trace: ten times a scenario's most steps (100,000). Indexing costs ~2 us and
+# ~150 bytes a record, so a file of millions of tiny records would cost seconds and a gigabyte
+# before any other check could refuse it
+MAX_FRAMES = 1 << 20
+_MIN_RECORD = len(zlib.compress(b""))     # 8: no zlib stream, so no record a writer makes, is shorter
 
 
 SALVAGE_HINT = "(open with --salvage to read them)"     # the app words it as the command to type
@@ -116,6 +121,8 @@ class TraceWriter:
         payload = frame.to_bytes()
         if len(payload) > MAX_FRAME_BYTES:      # never write what a reader would refuse
             raise ValueError(f"frame {frame.step} is {len(payload):,} bytes (limit {MAX_FRAME_BYTES:,})")
+        if self.frames >= MAX_FRAMES:
+            raise ValueError(f"frame {frame.step}: a trace holds at most {MAX_FRAMES:,} frames")
         self.bytes_frames += self._record(b"F", payload)
         self.frames += 1
 
@@ -189,12 +196,18 @@ class TraceReader:
             if n > cap + 1024:      # zlib adds a few bytes even to stored data
                 raise TraceError(f"{self.path}: corrupt: the record at byte {pos} claims {n:,} bytes "
                                  f"(limit {cap:,})")
+            if n < _MIN_RECORD:     # refused here, at the first, not after indexing millions of them
+                raise TraceError(f"{self.path}: corrupt: the record at byte {pos} is {n} bytes, shorter than "
+                                 f"any compressed record ({_MIN_RECORD})")
             if pos + _REC.size + n > size:
                 problem = f"truncated: the record at byte {pos} needs {n:,} bytes, the file ends first"
                 break
             if kind == b"H" and header is None:
                 header = self._json(pos + _REC.size, n, crc, "header")
             elif kind == b"F":
+                if len(self._offsets) >= MAX_FRAMES:
+                    raise TraceError(f"{self.path}: corrupt: the frame record at byte {pos} is past "
+                                     f"{MAX_FRAMES:,} frames, the most a trace holds")
                 self._offsets.append((pos + _REC.size, n, crc))
             elif kind == b"E":
                 footer = self._json(pos + _REC.size, n, crc, "footer")
