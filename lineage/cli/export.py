@@ -50,6 +50,8 @@ def _record(args) -> int:
     import time
     from lineage.playback.session import Session
     out = Path(args.output)
+    if args.steps is not None and args.steps < 1:    # 0 or -5 would write a trace of no frames
+        return err(f"--steps {args.steps}: record at least 1 step (leave it out for all of them)")
     problem = output_problem(out, [resolve(args.scenario)], args.force)
     if problem is not None:                  # before the model is built: fail in milliseconds
         return err(f"{out}: {problem}")

@@ -32,6 +32,15 @@ def test_existing_output_needs_force(tmp_path, capsys):
     assert len(TraceReader(out)) == 5 and not (tmp_path / "r.trace.partial").exists()
 
 
+@pytest.mark.parametrize("steps", ["0", "-5"])
+def test_steps_below_one_are_refused(tmp_path, capsys, steps):
+    """`--steps 0` or `-5` wrote a trace of no frames (issue 51): refused, one line, exit 2, no file."""
+    out = tmp_path / "r.trace"
+    assert main(["record", RECALL, "-o", str(out), "--steps", steps]) == 2
+    _one_line(capsys, f"--steps {steps}", "at least 1")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_output_that_is_the_scenario_is_refused(tmp_path, capsys):
     mine = tmp_path / "mine.yaml"
     mine.write_text(Path(RECALL).read_text())
