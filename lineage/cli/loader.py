@@ -27,7 +27,7 @@ def open_for_app(path: str, salvage: bool, stage) -> object:
         if cursor.total < 1:
             raise TraceError(f"{path}: nothing to show (0 steps)")
     except ScenarioError as e:
-        raise Unopened([str(p) for p in e.problems]) from None
+        raise Unopened(e.lines()) from None
     except MemoryRefused as e:             # the one line: what the input needs, what is free
         raise Unopened([str(e)]) from None
     except (TraceError, OSError) as e:

@@ -68,8 +68,8 @@ def check(path: str, salvage: bool = False, every_frame: bool = False) -> bool:
         else:
             load(path)
     except ScenarioError as e:
-        for p in e.problems:
-            print(as_given(str(p)), file=sys.stderr)
+        for line in e.lines():
+            print(as_given(line), file=sys.stderr)
         return False
     except TraceError as e:
         print(as_given(str(e)), file=sys.stderr)
@@ -101,8 +101,8 @@ def open_file(path: str, salvage: bool = False):
     except MemoryRefused as e:                  # its one line says the input and what it needs
         return None, err(str(e))
     except ScenarioError as e:
-        for p in e.problems:
-            print(as_given(str(p)), file=sys.stderr)
+        for line in e.lines():
+            print(as_given(line), file=sys.stderr)
         return None, 2
     except TraceError as e:
         return None, err(str(e))

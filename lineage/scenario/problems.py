@@ -8,6 +8,7 @@ from ..escapes import visible
 Path_ = tuple  # a path into the data: ("panels", 0, "layer")
 MAX_MESSAGE = 1000     # characters of a message shown: one that quotes a 900 KB value is still a line
 MAX_NAME = 40          # characters of one key in a dotted path (a key may be any long string)
+MAX_SHOWN = 20         # problems said of one file: a 150 KB file of mistakes printed 12,923 lines
 
 
 @dataclass(frozen=True)
@@ -26,11 +27,21 @@ class Problem:
 
 
 class ScenarioError(Exception):
-    """One or more located problems; str() gives one line per problem."""
+    """One or more located problems, all kept in `problems`; str() and lines() give one line per
+    problem for the first MAX_SHOWN, then one saying how many more (the first are what to fix
+    first: later ones are often the same mistake repeated)."""
 
     def __init__(self, problems: list[Problem]):
         self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
+        super().__init__("\n".join(self.lines()))
+
+    def lines(self) -> list[str]:
+        out = [str(p) for p in self.problems[:MAX_SHOWN]]
+        more = len(self.problems) - MAX_SHOWN
+        if more > 0:
+            out.append(visible(f"{self.problems[MAX_SHOWN].file}: and {more:,} more problem{'s' if more > 1 else ''} "
+                               f"(the first {MAX_SHOWN} are shown)", keep_newlines=False))
+        return out
 
 
 def dotted(path: Path_) -> str:

@@ -85,6 +85,20 @@ def test_validate_cli_exit_codes(tmp_path, capsys):
     assert "cannot read" in capsys.readouterr().err
 
 
+def test_thousands_of_problems_print_the_first_and_a_count(tmp_path, capsys):
+    """A file of 3,000 bad ids: the first 20 problems and one line saying how many more
+    (a 150 KB file printed 12,923 lines, issue 51); the error keeps them all."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\ntitle: t\nmodel: {preset: tiny-kda}\ninput: {ids: [" + ", ".join(["x"] * 3000) + "]}\n")
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 21 and err[0].startswith(f"{bad}:4:15: input.ids[0]: expected an integer"), err[:2]
+    assert err[-1] == f"{bad}: and 2,980 more problems (the first 20 are shown)"
+    with pytest.raises(ScenarioError) as e:
+        load(bad)
+    assert len(e.value.problems) == 3000 and str(e.value).count("\n") == 20
+
+
 def test_validate_is_fast_and_torch_free():
     code = ("import sys, time; t = time.perf_counter(); from lineage.cli.main import main; "
             f"rc = main(['validate', *{[str(p) for p in BUNDLED]!r}]); "
