@@ -23,6 +23,9 @@ def _admits(annotation, types: tuple) -> bool:
     return any(_admits(a, types) for a in getattr(annotation, "__args__", ()))
 MAX_TEXT = 100_000
 MAX_INPUT_FILE = 16 << 20          # input.file: 16 MiB of text, some 4M tokens (a 128K-token paper is ~500 KB)
+# torch.Generator.manual_seed takes 0..2^64-1 (past it: "Overflow when unpacking long long",
+# unlocated, at the run's first sampled step)
+MAX_DECODING_SEED = 2**64 - 1
 MAX_INPUT_TOKENS = 1 << 24         # decoding.prefill: a file's input is not bounded by MAX_TEXT
 
 
@@ -159,7 +162,7 @@ class Decoding(Strict):
     prefill: int = Field(0, ge=0, le=MAX_INPUT_TOKENS)   # tokens consumed at once (chunked) before the first frame
     temperature: float = Field(1.0, gt=0.0, le=100.0)
     top_k: int = Field(0, ge=0)                  # 0: the whole vocabulary
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, le=MAX_DECODING_SEED)
 
 
 # ------------------------------------------------------------------------------- panels

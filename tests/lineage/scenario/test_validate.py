@@ -55,6 +55,9 @@ def test_one_scenario_per_figure():
     ("version: 1\ntitle: [unclosed\n", "s.yaml:3:1", "YAML syntax"),
     ("version: 1\ntitle: t\nmodel: {preset: tiny-kda}\ninput: {text: hi}\ncaptions: [{at: 9, text: x}]\n",
      "s.yaml:5:17", "past the end"),
+    # torch's manual_seed takes at most 2^64 - 1: past it the run failed at its first sampled step, unlocated
+    ("version: 1\ntitle: t\nmodel: {preset: tiny-kda}\ninput: {text: hi}\ndecoding: {mode: sample, seed: "
+     "100000000000000000000000000000}\n", "s.yaml:5:32: decoding.seed", "too large (limit 18,446,744,073,709,551,615)"),
 ])
 def test_located_problems(text, where, says):
     lines = problems_of(text)
