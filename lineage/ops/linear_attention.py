@@ -11,15 +11,17 @@ from .checks import check_qkv, initial_state_or_zeros
 
 
 def linear_attention(q: Tensor, k: Tensor, v: Tensor, *, scale: float | None = None,
-                     normalize: bool = True, initial_state: tuple[Tensor, Tensor] | None = None
-                     ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+                     normalize: bool = True, initial_state: tuple[Tensor, Tensor] | None = None,
+                     attention: bool = False):
     """Additive memory: ``S += k^T v``, ``z += k``, ``o = (q S) / (q z)``.
 
     q and k are used as given: the layer applies the feature map (``elu + 1``) first, so the
     normaliser ``q z`` is positive. With ``normalize=False`` the output is ``q S`` (the form the
     two-facts figure reads). Computed in chunks of 64: masked attention inside a chunk, the state
     carried between chunks, exactly equal to the token loop.
-    Returns ``o`` (B, T, H, V) and the final ``(S (B, H, K, V), z (B, H, K))``.
+    Returns ``o`` (B, T, H, V) and the final ``(S (B, H, K, V), z (B, H, K))``; with
+    ``attention=True`` also the attention the state implements, A (B, H, T, T), and the part of o
+    the initial state gives (B, T, H, V), so that o = A v + that part (effective_attention.py).
     """
     B, T, H, K, V = check_qkv(q, k, v)
     scale = K ** -0.5 if scale is None else scale
@@ -28,6 +30,7 @@ def linear_attention(q: Tensor, k: Tensor, v: Tensor, *, scale: float | None = N
     else:
         S, z = initial_state
         S, z = initial_state_or_zeros(S, B, H, K, V, q), z.to(q.dtype)
+    S0, z0 = S, z
     C = 64
     o = q.new_empty(B, T, H, V)
     for t0 in range(0, T, C):
@@ -43,4 +46,7 @@ def linear_attention(q: Tensor, k: Tensor, v: Tensor, *, scale: float | None = N
         o[:, t0:t0 + C] = num.transpose(1, 2)
         S = S + kc.transpose(-1, -2) @ vc                   # (B, H, K, V)
         z = z + kc.sum(2)                                   # (B, H, K)
+    if attention:
+        from .effective_attention import linear
+        return (o, (S, z), *linear(q, k, scale, normalize, S0, z0))
     return o, (S, z)

@@ -78,7 +78,7 @@ def _ssd_chunked(u: Tensor, g: Tensor, B: Tensor, C: Tensor, S: Tensor, L: int) 
 
 
 def ssd(x: Tensor, dt: Tensor, g: Tensor, B: Tensor, C: Tensor, *, D: Tensor | None = None,
-        initial_state: Tensor | None = None, chunk_size: int | None = None) -> tuple[Tensor, Tensor]:
+        initial_state: Tensor | None = None, chunk_size: int | None = None, attention: bool = False):
     """Mamba-2's selective state space layer (Dao and Gu, 2024) in its SSD form: per head h,
 
         S_t = alpha_t S_{t-1} + B_t^T (dt_t x_t),   y_t = C_t S_t + D x_t,   alpha_t = exp(g_t)
@@ -91,11 +91,14 @@ def ssd(x: Tensor, dt: Tensor, g: Tensor, B: Tensor, C: Tensor, *, D: Tensor | N
 
     g is an argument beside dt (not A) so that a caller can change the decay alone; the eval
     probe holds alpha = 1 at separators without touching the write. Returns y (batch, T, H, P)
-    and the final S.
+    and the final S; with ``attention=True`` also A (batch, H, T, T), the attention over x the
+    state implements, and the initial state's part of y (batch, T, H, P):
+    y - D x = A x + that part (effective_attention.py).
     """
     b, T, H, P, G, N = _check_ssd(x, dt, g, B, C, D)
     S = initial_state_or_zeros(initial_state, b, H, N, P, x)
     B, C = (t.repeat_interleave(H // G, dim=2) for t in (B, C))            # (b, T, H, N)
+    S0 = S
     u = x * dt[..., None]                                                  # (b, T, H, P): the dt-scaled write
     if chunk_size is None:
         y, S = _ssd_recurrent(u, g, B, C, S)
@@ -107,4 +110,7 @@ def ssd(x: Tensor, dt: Tensor, g: Tensor, B: Tensor, C: Tensor, *, D: Tensor | N
         y, S = _ssd_chunked(u, g, B, C, S, int(chunk_size))
     if D is not None:
         y = y + D[:, None] * x                                             # the skip, past the state
+    if attention:
+        from .effective_attention import ssd as effective
+        return (y, S, *effective(dt, g, B, C, S0))
     return y, S

@@ -15,6 +15,10 @@ Conventions (shared with flash-linear-attention, see FACTS.md section 1):
 the delta corrections inside a chunk with one unit-lower-triangular solve (the UT / WY form)
 and carries the state between chunks. Any T works: the tail is padded with tokens that
 neither decay nor write. Everything works in float32 and float64 on the CPU.
+
+With ``attention=True`` each also returns the attention its state implements, A (B, H, T, T)
+(causal, independent of v and the initial state), and the part of o the initial state gives
+(B, T, H, V): o = A v + that part (see ``lineage.ops.effective_attention``).
 """
 
 from __future__ import annotations
@@ -146,11 +150,14 @@ def _intra_chunk(q, k, v, beta, G):
     return U, W, P, qg, k_end, eG_end
 
 
-def _delta_family(q, k, v, g, beta, scale, initial_state, chunk_size, per_channel):
+def _delta_family(q, k, v, g, beta, scale, initial_state, chunk_size, per_channel, attention=False):
     B, T, H, K, V = check_qkv(q, k, v)
     check_gates(q, g, beta, per_channel)
     scale = K ** -0.5 if scale is None else scale
     S = initial_state_or_zeros(initial_state, B, H, K, V, q)
+    if attention:       # the read-out as the effective attention's (effective_attention.py)
+        from ..effective_attention import delta
+        return (*_delta_family(q, k, v, g, beta, scale, S, chunk_size, per_channel), *delta(q, k, g, beta, scale, S))
     if chunk_size is None:
         return _recurrent(q, k, v, g, beta, scale, S)
     if int(chunk_size) < 1:
@@ -161,21 +168,20 @@ def _delta_family(q, k, v, g, beta, scale, initial_state, chunk_size, per_channe
 
 
 def delta_rule(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, *, scale: float | None = None,
-               initial_state: Tensor | None = None, chunk_size: int | None = None
-               ) -> tuple[Tensor, Tensor]:
+               initial_state: Tensor | None = None, chunk_size: int | None = None, attention: bool = False):
     """DeltaNet: ``S = S + k^T beta (v - k S)``, ``o = q S``. Returns o (B, T, H, V), S (B, H, K, V)."""
-    return _delta_family(q, k, v, None, beta, scale, initial_state, chunk_size, per_channel=False)
+    return _delta_family(q, k, v, None, beta, scale, initial_state, chunk_size, False, attention)
 
 
 def gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, *,
                      scale: float | None = None, initial_state: Tensor | None = None,
-                     chunk_size: int | None = None) -> tuple[Tensor, Tensor]:
+                     chunk_size: int | None = None, attention: bool = False):
     """Gated DeltaNet: one log decay per head, g (B, T, H); decay the whole state, then the delta write."""
-    return _delta_family(q, k, v, g, beta, scale, initial_state, chunk_size, per_channel=False)
+    return _delta_family(q, k, v, g, beta, scale, initial_state, chunk_size, False, attention)
 
 
 def kda(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, *, scale: float | None = None,
-        initial_state: Tensor | None = None, chunk_size: int | None = None) -> tuple[Tensor, Tensor]:
+        initial_state: Tensor | None = None, chunk_size: int | None = None, attention: bool = False):
     """Kimi Delta Attention: one log decay per key channel, g (B, T, H, K); row i of S is scaled
     by exp(g[i]) before the delta write."""
-    return _delta_family(q, k, v, g, beta, scale, initial_state, chunk_size, per_channel=True)
+    return _delta_family(q, k, v, g, beta, scale, initial_state, chunk_size, True, attention)
