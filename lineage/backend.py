@@ -11,11 +11,27 @@ import os
 CHOICES = ("auto", "reference", "triton")
 
 
+def _wanted() -> str:
+    return os.environ.get("LINEAGE_BACKEND", "auto").strip().lower() or "auto"
+
+
+def env_problem() -> str | None:
+    """One line when LINEAGE_BACKEND is set to none of CHOICES (a typo such as `tirton`), else
+    None. The run still goes on, on the reference; the commands say this before it starts, so
+    a typo is never silently a slower run."""
+    want = _wanted()
+    if want in CHOICES:
+        return None
+    from .did_you_mean import did_you_mean
+    return (f"LINEAGE_BACKEND={want[:40]!r} is not one of {', '.join(CHOICES)}{did_you_mean(want, CHOICES)}: "
+            "using the reference")
+
+
 def resolve(device) -> tuple[str, str | None]:
     """(backend, note) for a model on `device`; note explains a fallback, else None."""
-    want = os.environ.get("LINEAGE_BACKEND", "auto").strip().lower() or "auto"
+    want = _wanted()
     if want not in CHOICES:
-        return "reference", f"LINEAGE_BACKEND={want!r} is not one of {', '.join(CHOICES)}: using the reference"
+        return "reference", env_problem()
     if want == "reference":
         return "reference", None
     try:

@@ -97,7 +97,9 @@ def open_file(path: str, salvage: bool = False):
         from lineage.playback.runners import MemoryRefused
         from lineage.playback.session import open_path, reporting_prefill
         with reporting_prefill(_prefill_on_stderr()):
-            return open_path(path, salvage=salvage), None
+            cursor = open_path(path, salvage=salvage)
+        _warn_backend(cursor)
+        return cursor, None
     except MemoryRefused as e:                  # its one line says the input and what it needs
         return None, err(str(e))
     except ScenarioError as e:
@@ -111,6 +113,16 @@ def open_file(path: str, salvage: bool = False):
     except (ValueError, RuntimeError) as e:     # never a traceback: one line, exit 2
         return None, err(f"{path}: {first_line(e)}")
 
+
+
+def _warn_backend(cursor) -> None:
+    """A mistyped LINEAGE_BACKEND, said in one line before a scenario's model runs (a trace
+    replays without one): the app shows it in its status bar, a command would not say it at all."""
+    from lineage.backend import env_problem
+    from lineage.playback.session import Session
+    problem = env_problem() if isinstance(cursor, Session) else None
+    if problem is not None:
+        print(f"lineage: warning: {problem}", file=sys.stderr)
 
 
 def _prefill_on_stderr():
