@@ -73,6 +73,10 @@ def _record(args) -> int:
         print(f"{out}: interrupted: its first {writer.frames} frames are kept", file=sys.stderr)
         return 130
     except OSError as e:                     # a full disk, most likely
+        if writer.frames == 0:               # nothing to keep: no file (and a --force'd one stays)
+            writer.abandon()
+            _close_quietly(cur)
+            return err(f"{out}: {e.strerror or e} before the first frame; nothing was written")
         _close_quietly(cur)
         return err(f"{out}: {e.strerror or e} after {writer.frames} frames; those are kept "
                     f"(lineage run {out} --salvage)")

@@ -141,6 +141,18 @@ class TraceWriter:
                 pass
             self._publish()
 
+    def abandon(self) -> None:
+        """Close without publishing and remove the partial: for a recording that failed before
+        its first frame (a full disk), whose file would hold nothing to open, not even with
+        --salvage, and which must not replace the file --force was given for."""
+        if self._f.closed:
+            return
+        try:
+            self._f.close()
+        except OSError:
+            pass
+        _remove(self.partial)
+
     def _publish(self) -> None:
         try:
             publish(self.partial, self.path, self.overwrite)
@@ -242,6 +254,8 @@ class TraceReader:
             if pos != size:
                 raise TraceError(f"{self.path}: corrupt: {size - pos:,} stray bytes after the footer")
         if problem is not None:
+            if not salvage and not self._offsets:       # --salvage would open nothing: not offered
+                raise TraceError(f"{self.path}: {problem}; no frame was written before it stopped")
             if not salvage:
                 raise TraceError(f"{self.path}: {problem}; its first {len(self._offsets)} frames are intact "
                                  + SALVAGE_HINT)

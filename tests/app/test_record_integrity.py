@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lineage.playback.session import Session
-from lineage.playback.trace import TraceReader, TraceWriter
+from lineage.playback.trace import TraceError, TraceReader, TraceWriter
 from lineage.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,6 +88,39 @@ def test_full_disk_keeps_the_frames_written(tmp_path, capsys, monkeypatch):
     assert main(["record", RECALL, "-o", str(out), "--steps", "10"]) == 2
     _one_line(capsys, "No space left on device", "after 4 frames", "--salvage")
     assert len(TraceReader(out, salvage=True)) == 4
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_full_disk_before_the_first_frame_leaves_no_file_and_no_false_hint(tmp_path, capsys, monkeypatch, force):
+    """A full disk at the first frame published a 0-frame trace whose --salvage hint opened
+    nothing (issue 51): now nothing is published, no partial is left, a --force'd file stays."""
+    out = tmp_path / "r.trace"
+    if force:
+        out.write_bytes(b"the file --force was given for")
+    real = TraceWriter._record
+
+    def record(self, kind, payload, level=None):
+        if kind in (b"F", b"E"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, kind, payload, level)
+    monkeypatch.setattr(TraceWriter, "_record", record)
+    assert main(["record", RECALL, "-o", str(out), "--steps", "10", *force]) == 2
+    line = _one_line(capsys, "No space left on device", "nothing was written")
+    assert "--salvage" not in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["r.trace"] if force else [])
+    if force:
+        assert out.read_bytes() == b"the file --force was given for"
+
+
+def test_a_trace_cut_before_its_first_frame_offers_no_salvage(tmp_path):
+    """A header and nothing after it: truncated, and --salvage is not offered (it opens no frame)."""
+    path = tmp_path / "cut.trace"
+    w = TraceWriter(path, "x", {"title": "x", "models": []})
+    w._f.close()                                  # killed before the footer: published as it is
+    w._publish()
+    with pytest.raises(TraceError) as e:
+        TraceReader(path)
+    assert "no frame was written" in str(e.value) and "--salvage" not in str(e.value), str(e.value)
 
 
 def test_ctrl_c_keeps_a_complete_trace(tmp_path, capsys, monkeypatch):
