@@ -9,10 +9,14 @@ which could be swapped in between) what it is, and refuse everything but a regul
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
+import re
 import secrets
+import socket
 import stat
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
@@ -188,17 +192,81 @@ def _output_problem(out: Path, inputs, force: bool) -> str | None:
     return None
 
 
+# A partial is named `.lineage-<host>-<pid>-<random>.partial`: a writer killed outright (kill -9,
+# the OOM killer, a lost SSH session's SIGKILL) leaves it, and the next writer into that folder
+# removes it once its writer is surely gone: same host and that pid not alive, or a day old (a
+# file system shared with another host, whose pids mean nothing here; and the names made before
+# the pid was in them). Only regular files of these exact names that are the user's own go.
+_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+_PARTIAL = re.compile(r"\.lineage-([0-9a-f]{8})-([0-9]{1,10})-[0-9a-f]{12}\.partial")
+_UNNAMED_PARTIAL = re.compile(r"\.lineage-[0-9a-f]{12}\.partial")     # no host or pid: by age alone
+_DAY = 86400
+_writing: set[str] = set()      # this process's partials now (a container's next run often has its pid)
+_tidied: set[tuple[int, int]] = set()       # (st_dev, st_ino) of folders already tidied: once each
+
+
 def create_partial(directory: str | Path, mode: int = 0o666) -> tuple[int, Path]:
     """A new, empty, hidden temporary file in `directory` (the file system its output will be
-    renamed onto): created exclusively and never through a symbolic link. (fd, path)."""
+    renamed onto): created exclusively and never through a symbolic link. (fd, path). Its name
+    carries this host and pid, so that once this process is gone a later writer removes it."""
+    tidy_partials(directory)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     for _ in range(100):
-        path = Path(directory) / f".lineage-{secrets.token_hex(6)}.partial"
+        name = f".lineage-{_HOST}-{os.getpid()}-{secrets.token_hex(6)}.partial"
         try:
-            return os.open(path, flags, mode), path
+            fd = os.open(Path(directory) / name, flags, mode)
         except FileExistsError:
             continue
+        _writing.add(name)
+        return fd, Path(directory) / name
     raise FileExistsError(0, "no free temporary name", str(directory))
+
+
+def tidy_partials(directory: str | Path) -> None:
+    """Remove the partials in `directory` that dead writers left (the rule above), once per
+    folder per process. Never raises: a folder that cannot be listed is left as it is."""
+    try:
+        st = os.stat(directory)
+        if (st.st_dev, st.st_ino) in _tidied:
+            return
+        _tidied.add((st.st_dev, st.st_ino))
+        with os.scandir(directory) as it:
+            listing = [f for f in it if f.name.startswith(".lineage-")]
+    except OSError:
+        return
+    now, me = time.time(), os.geteuid() if hasattr(os, "geteuid") else None
+    for f in listing:
+        named = _PARTIAL.fullmatch(f.name)
+        if named is None and _UNNAMED_PARTIAL.fullmatch(f.name) is None:
+            continue
+        try:
+            st = f.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode) or (me is not None and st.st_uid != me):
+            continue
+        here = named is not None and named[1] == _HOST
+        if (here and not _writer_alive(int(named[2]), f.name)) or (not here and now - st.st_mtime > _DAY):
+            _remove(Path(f.path))
+
+
+def _writer_alive(pid: int, name: str) -> bool:
+    if pid == os.getpid():
+        return name in _writing        # or an earlier process that had our pid left it
+    return process_alive(pid)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process of this host with this pid may be running (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OverflowError, ValueError):       # no such pid can exist
+        return False
+    except OSError:                           # another user's process (EPERM): alive
+        return True
+    return True
 
 
 @contextmanager
@@ -219,6 +287,8 @@ def new_file(path: str | Path, force: bool = False, mode: int = 0o666):
     except BaseException:
         _remove(partial)
         raise
+    finally:
+        _writing.discard(partial.name)
 
 
 def write_new(path: str | Path, data: bytes | str, force: bool = False, mode: int = 0o666) -> None:

@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 
 from ..arithmetic import fmt_bytes
+from ..files import process_alive
 from ..files import publish as publish_file
 from ..files import read_regular, write_new
 from ..scenario.checks import total_steps
@@ -463,15 +464,7 @@ def _alive(pid: int, name: str) -> bool:
     """Whether the process that named a partial of this host may still be writing it."""
     if pid == os.getpid():
         return name in _writing        # or an earlier process that had our pid left it
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (OverflowError, ValueError):       # no such pid can exist
-        return False
-    except OSError:                           # another user's process (EPERM): alive
-        return True
-    return True
+    return process_alive(pid)
 
 
 def _delete(path: Path) -> None:

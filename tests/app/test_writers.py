@@ -4,10 +4,13 @@ through a symbolic link, and a failed write (a full disk) leaves nothing behind.
 import os
 import socket
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from lineage import files
 from lineage.files import new_file, output_problem, publish, write_new
 from lineage.cli.main import main
 from lineage.playback.trace import TraceWriter
@@ -172,6 +175,46 @@ def test_force_never_replaces_a_device():
     for force in (False, True):
         said = output_problem("/dev/null", force=force)
         assert said is not None and "a character device" in said and "--force" not in said
+
+
+def test_a_killed_writers_partial_goes_with_the_next_write(tmp_path):
+    """kill -9 inside new_file leaves its hidden partial (issue 51); the next writer into that
+    folder removes it, as its writer's pid is no longer alive on this host."""
+    code = ("import os, signal, sys; from lineage.files import new_file\n"
+            "with new_file(sys.argv[1]) as f:\n    f.write(b'half'); f.flush(); os.kill(os.getpid(), signal.SIGKILL)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "a.txt")], cwd=ROOT, timeout=120)
+    assert out.returncode == -9
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith(".lineage-") and left[0].endswith(".partial"), left
+    write_new(tmp_path / "b.txt", "whole")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.txt"]
+
+
+def test_only_dead_writers_partials_are_removed(tmp_path):
+    """Which partials a writer removes: this host's whose pid is not alive (one past any pid;
+    this process's own pid not written by it), another host's or an unnamed one only after a
+    day; never a live writer's, a link, a file of another name, or one being written here."""
+    host, me = files._HOST, os.getpid()
+    gone, live = 2**31 - 1, 1                     # no pid is 2^31-1; pid 1 always runs
+    names = {f".lineage-{host}-{gone}-{'a' * 12}.partial": False,
+             f".lineage-{host}-{me}-{'b' * 12}.partial": False,       # an earlier process that had our pid
+             f".lineage-{host}-{live}-{'c' * 12}.partial": True,
+             f".lineage-00000000-{gone}-{'d' * 12}.partial": True,    # another host's, recent
+             f".lineage-11111111-{gone}-{'e' * 12}.partial": False,   # another host's, two days old
+             f".lineage-{'f' * 12}.partial": False,                   # named before pids, two days old
+             f".lineage-{'0' * 12}.partial": True,                    # named before pids, recent
+             ".lineage-notes.partial": True, "notes.partial": True}
+    for name in names:
+        (tmp_path / name).write_text("x")
+    for name in (f".lineage-11111111-{gone}-{'e' * 12}.partial", f".lineage-{'f' * 12}.partial"):
+        os.utime(tmp_path / name, (0, os.path.getmtime(tmp_path / name) - 2 * 86400))
+    (tmp_path / f".lineage-{host}-{gone}-{'9' * 12}.partial").symlink_to(tmp_path / "notes.partial")
+    with new_file(tmp_path / "out.txt") as f:      # its own partial is written meanwhile, and kept
+        f.write(b"whole")
+        mine = [p.name for p in tmp_path.iterdir() if p.name not in names and p.suffix == ".partial"]
+        assert len(mine) == 2 and all(f"-{me}-" in n or "9" * 12 in n for n in mine), mine
+    kept = {p.name for p in tmp_path.iterdir()}
+    assert kept == {n for n, stays in names.items() if stays} | {"out.txt", f".lineage-{host}-{gone}-{'9' * 12}.partial"}
 
 
 def test_s_key_on_a_dotted_name_and_a_planted_link(tmp_path):
