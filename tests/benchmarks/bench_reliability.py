@@ -1,22 +1,30 @@
-"""How fast and how small a hostile checkpoint folder is refused (issue 31): each case a copy of a
-tiny checkpoint of one family with one file made hostile, loaded by `lineage.load_pretrained` (or
+"""How fast and how small a hostile checkpoint folder is refused (issue 31), and the hostile
+inputs, outputs and arguments of issue 51: each case a copy of a tiny checkpoint of one family
+(or an empty folder) with one file made hostile, loaded by `lineage.load_pretrained` (or
 given to `lineage params` or `lineage validate`) in a fresh process, timed from outside, with the
 child's peak memory.
 
     python tests/benchmarks/bench_reliability.py [--only WORD ...]    # a table for BENCHMARKS.md
 
 A case's mode: "load" (`lineage.load_pretrained`), "params" or "validate" (that command on the
-folder: validate checks every tensor's header without reading one).
+folder: validate checks every tensor's header without reading one), or a command line, a tuple
+whose "{dir}" is the case's folder (issue 51: a hostile --device-map file, -o a FIFO with --force,
+a trace of millions of empty records, nonsense arguments and settings, a killed writer's partial;
+the "files" family is an empty folder). A case may say what else it expects: `exit` (default 2),
+`lines` (most lines on stderr, default 1), `env` (settings for the child), `check` (a function of
+the folder: what is wrong with it afterwards, or None).
 
-A case passes when the child exits 2 with one line on stderr, in under 5 s and 500 MB; the table
-says which do not. The tiny checkpoints are the tests' own builders (transformers' classes,
-saved), so the folders are the ones tests/lineage/families/test_hostile_folders.py refuses.
+A case passes when the child exits as expected with at most its lines on stderr, in under 5 s and
+500 MB, and its check finds nothing wrong; the table says which do not. The tiny checkpoints are
+the tests' own builders (transformers' classes, saved), so the folders are the ones
+tests/lineage/families/test_hostile_folders.py refuses.
 """
 import base64
 import json
 import os
 import platform
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -31,16 +39,16 @@ SECONDS, MEGABYTES = 5.0, 500
 # VmHWM (getrusage's ru_maxrss would carry the parent's size across the exec)
 CHILD = """
 import sys, time
-mode, path = sys.argv[1], sys.argv[2]
+mode, args = sys.argv[1], sys.argv[2:]
 import torch, lineage                   # what every command pays first, timed apart from the refusal
 from lineage.families import PretrainedError
 from lineage.cli.main import main
 t = time.perf_counter()
-if mode in ("params", "validate"):
-    rc = main([mode, path])
+if mode != "load":
+    rc = main([mode, *args])
 else:
     try:
-        lineage.load_pretrained(path)
+        lineage.load_pretrained(args[0])
         rc = 0
     except PretrainedError as e:
         print(f"lineage: {e}", file=sys.stderr)
@@ -59,7 +67,7 @@ def builders() -> dict:
     from tests.lineage.families.test_qwen3_5 import qwen as qwen3_5
     return {"gpt2": gpt2, "llama": make, "qwen3": lambda p: make(p, "qwen3"), "kimi_linear": kimi,
             "qwen3_next": qwen, "qwen3_5": lambda p: qwen3_5(p, moe=True, composite=True), "olmo_hybrid": olmo,
-            "mamba2": mamba}
+            "mamba2": mamba, "files": lambda p: p.mkdir(parents=True)}
 
 
 # -- how each case spoils its copy ------------------------------------------------------------
@@ -145,10 +153,53 @@ def both(*spoils):
     return spoil
 
 
+def fifo(name):
+    return lambda path: os.mkfifo(path / name)
+
+
+def unix_socket(name):
+    def spoil(path):
+        import socket
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(path / name))
+        s.close()                     # the socket file stays, as a server's does
+    return spoil
+
+
+def empty_records(name, n):           # a trace header, then n records of no bytes (crc32(b"") is 0)
+    def spoil(path):
+        from tests.lineage.playback.test_trace_hostile import MAGIC, REC, _header
+        with open(path / name, "wb") as f:
+            f.write(MAGIC + _header())
+            for _ in range(n // 1_000_000):
+                f.write(REC.pack(b"F", 0, 0) * 1_000_000)
+    return spoil
+
+
+def dead_writers_partial(path):       # what kill -9 inside a writer leaves: no pid is 2^31 - 1
+    from lineage.files import _HOST
+    (path / f".lineage-{_HOST}-{2**31 - 1}-{'a' * 12}.partial").write_bytes(b"half")
+
+
+def still(name, test, what):          # a check: `name` in the folder is still what it was
+    def check(path):
+        return None if test(os.lstat(path / name).st_mode) else f"{name} is no longer {what}"
+    return check
+
+
+def no_partials(path):
+    left = [p.name for p in path.iterdir() if p.name.endswith(".partial")]
+    return f"left {left[0]}" if left else None
+
+
+SCENARIO = "version: 1\ntitle: t\nmodel: {preset: tiny-kda}\ninput: {text: hi there}\n"
 NESTED = write("config.json", b"[" * 100_000 + b"]" * 100_000)
 KIMI_PATTERN = {"full_attn_layers": [4], "kda_layers": [1, 2, 3, 5], "head_dim": 16, "num_heads": 3}
 
-# (family, case, spoil, mode)
+MEMORY_MAP = ("memory", "{dir}", "--device-map", "{dir}/map.json", "--gpu-memory", "2x141GB")
+RECORD_FORCED = ("record", "{dir}", "--ids", "1,2,3", "-o", "{dir}/out.trace", "--force")
+
+# (family, case, spoil, mode[, what else it expects])
 CASES = [
     ("gpt2", "config.json nested 100,000 deep", NESTED, "load"),
     ("gpt2", "config.json nested 100,000 deep (lineage params)", NESTED, "params"),
@@ -215,16 +266,44 @@ CASES = [
     ("mamba2", "n_groups: 0", config(n_groups=0), "load"),
     ("mamba2", "in_proj.weight of 136 rows (config: 137)", tensor("backbone.layers.1.mixer.in_proj.weight", (136, 30)),
      "load"),
+    # issue 51: inputs beside the checkpoint, outputs, arguments and settings
+    ("gpt2", "--device-map a FIFO (lineage memory)", fifo("map.json"), MEMORY_MAP),
+    ("gpt2", "--device-map linked to /dev/zero (lineage memory)", link("map.json", "/dev/zero"), MEMORY_MAP),
+    ("gpt2", "--device-map nested 100,000 deep (lineage memory)",
+     write("map.json", b"[" * 100_000 + b"]" * 100_000), MEMORY_MAP),
+    ("gpt2", "-o a FIFO, --force (lineage record)", fifo("out.trace"), RECORD_FORCED,
+     {"check": still("out.trace", stat.S_ISFIFO, "a FIFO")}),
+    ("gpt2", "-o a socket, --force (lineage record)", unix_socket("out.trace"), RECORD_FORCED,
+     {"check": still("out.trace", stat.S_ISSOCK, "a socket")}),
+    ("files", "a trace of 11M empty records (99 MB)", empty_records("e.trace", 11_000_000),
+     ("validate", "{dir}/e.trace")),
+    ("files", "record --steps -5", lambda p: None, ("record", "recall", "-o", "{dir}/t.trace", "--steps", "-5"),
+     {"check": lambda p: "wrote a trace" if (p / "t.trace").exists() else None}),
+    ("files", "record --steps 0", lambda p: None, ("record", "recall", "-o", "{dir}/t.trace", "--steps", "0"),
+     {"check": lambda p: "wrote a trace" if (p / "t.trace").exists() else None}),
+    ("files", "a scenario of 5,000 bad ids (says 20 and how many more)",
+     write("s.yaml", SCENARIO.replace("text: hi there", "ids: [" + ", ".join(["x"] * 5000) + "]").encode()),
+     ("validate", "{dir}/s.yaml"), {"lines": 21}),
+    ("files", "decoding.seed 10^29 (lineage validate)",
+     write("s.yaml", (SCENARIO + "decoding: {mode: sample, seed: " + "1" + "0" * 29 + "}\n").encode()),
+     ("validate", "{dir}/s.yaml")),
+    ("files", "LINEAGE_BACKEND=tirton (lineage record: one warning, exit 0)", lambda p: None,
+     ("record", "recall", "-o", "{dir}/t.trace", "--steps", "1"), {"exit": "0", "env": {"LINEAGE_BACKEND": "tirton"}}),
+    ("files", "a killed writer's .lineage partial (then lineage snapshot: exit 0)", dead_writers_partial,
+     ("snapshot", "recall", "--step", "1", "--no-cache", "-o", "{dir}/a.txt"), {"exit": "0", "lines": 0,
+                                                                               "check": no_partials}),
 ]
 
 
-def run(mode: str, path: Path) -> tuple[str, float, float | None, float | None, str]:
+def run(mode, path: Path, most: int = 1, env: dict | None = None) -> tuple[str, float, float | None,
+                                                                       float | None, str]:
     """(exit or what happened, whole-process seconds, seconds of the load alone, peak RSS MB, the
     line it said)."""
+    argv = [mode, str(path)] if isinstance(mode, str) else [mode[0], *(a.format(dir=path) for a in mode[1:])]
     start = time.perf_counter()
     try:
-        out = subprocess.run([sys.executable, "-c", CHILD, mode, str(path)], capture_output=True, text=True,
-                             env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT, timeout=120)
+        out = subprocess.run([sys.executable, "-c", CHILD, *argv], capture_output=True, text=True,
+                             env=dict(os.environ, PYTHONPATH=str(ROOT), **(env or {})), cwd=ROOT, timeout=120)
     except subprocess.TimeoutExpired:
         return "killed at 120 s", time.perf_counter() - start, None, None, ""
     wall = time.perf_counter() - start
@@ -233,7 +312,7 @@ def run(mode: str, path: Path) -> tuple[str, float, float | None, float | None, 
         return f"crashed ({lines[-1][:60] if lines else out.returncode})", wall, None, None, ""
     _, rc, secs, hwm = lines[-1].split()
     said = lines[:-1]
-    rc = rc if len(said) <= 1 else f"{rc}, {len(said)} lines"
+    rc = rc if len(said) <= most else f"{rc}, {len(said)} lines"
     return rc, wall, float(secs), int(hwm) / 1024, said[0] if said else ""
 
 
@@ -253,18 +332,22 @@ def main() -> None:
         make = builders()
         for family in dict.fromkeys(c[0] for c in cases):
             make[family](base / family)
-        for i, (family, name, spoil, mode) in enumerate(cases):
+        for i, (family, name, spoil, mode, *more) in enumerate(cases):
+            expect = more[0] if more else {}
             path = Path(d) / f"case{i}" / family
             shutil.copytree(base / family, path)
             spoil(path)
-            rc, wall, secs, rss, said = run(mode, path)
-            ok = rc == "2" and secs is not None and secs < SECONDS and rss < MEGABYTES
+            rc, wall, secs, rss, said = run(mode, path, expect.get("lines", 1), expect.get("env"))
+            wrong = expect["check"](path) if "check" in expect else None
+            if wrong is not None:
+                rc = f"{rc}, {wrong}"
+            ok = rc == expect.get("exit", "2") and secs is not None and secs < SECONDS and rss < MEGABYTES
             slow += not ok
             said = said.replace(str(path.parent) + "/", "").replace("|", "\\|")
             print(f"| {family} | {name} | {rc}{'' if ok else ' (FAILS)'} | {'-' if secs is None else f'{secs:.3f}'} | "
                   f"{wall:.2f} | {'-' if rss is None else f'{rss:.0f}'} | {said[:100]} |", flush=True)
-    print(f"\n{len(cases) - slow} of {len(cases)} cases exit 2 with one line, refused in under {SECONDS:g} s "
-          f"and {MEGABYTES} MB; load average {os.getloadavg()[0]:.1f} at the end")
+    print(f"\n{len(cases) - slow} of {len(cases)} cases exit as expected (2 unless said) with their lines (one "
+          f"unless said), in under {SECONDS:g} s and {MEGABYTES} MB; load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":
