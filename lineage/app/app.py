@@ -120,7 +120,7 @@ class LineageApp(App):
 
     # -- the command palette ------------------------------------------------------------
     def action_command_palette(self) -> None:
-        # Textual's palette with two of its crashes guarded (lineage/app/command_palette.py)
+        # Textual's palette with three of its crashes guarded (lineage/app/command_palette.py)
         if self.use_command_palette and not Palette.is_open(self):
             self.push_screen(Palette(id="--command-palette"))
 

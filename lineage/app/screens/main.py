@@ -240,6 +240,8 @@ class MainScreen(Screen):
         self.app.title = cursor.info["title"]
         self.app.sub_title = Path(path).name
         self.query_one(Loading).done()
+        if self.maximized is not None:     # the panel is about to go: the new ones open side by side
+            self.minimize()
         grid = self.query_one("#panels", Grid)
         grid.remove_children()
         made = [make_panel(p) for p in default_panels(cursor.info)]
@@ -530,7 +532,7 @@ class MainScreen(Screen):
                 now._sized = None
         for w in (before, now):
             if isinstance(w, Panel):
-                self.call_after_refresh(w.redraw)
+                self.call_after_refresh(_redraw_if_kept, w)
 
     def action_scroll_caption(self, pages: int) -> None:
         for bar in self.query(CaptionsPanel):
@@ -558,8 +560,19 @@ class MainScreen(Screen):
             self.notify(f"step {self.player.target + 1} is still being computed: press s once it is shown "
                         "(esc cancels the jump)", severity="warning")
             return
+        if self.player.index < 0:      # play from the end starts again before step 1 is shown: no step to name
+            self.notify("playing from the start: press s once step 1 is shown", severity="warning")
+            return
         from ..snapshot import save_from_app
         save_from_app(self)            # SVG, PNG and text under a fresh name; it says where
+
+
+def _redraw_if_kept(panel: Panel) -> None:
+    """A maximised (or restored) panel's redraw, once the layout has its new room, unless the
+    panel is gone meanwhile: opening another file restores the maximised panel and removes it,
+    and a redraw after that finds none of its widgets (NoMatches: '#body')."""
+    if panel.is_attached and not (panel._pruning or panel._closing or panel._closed):
+        panel.redraw()
 
 
 def _row_heights(grid, cols: int, rows: int, room: int, about=()) -> str | None:
