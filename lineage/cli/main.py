@@ -193,12 +193,27 @@ def _serve(args) -> int:
         refused = refusal(path, root)             # the file must be one the served app may open
         if refused is not None:
             return err(refused + " (serve from its directory or pass --root)")
-        if not check(path):
+        if not _checked_as_served(path, root):
             return 2
         argv += ["run", path]
     if args.max_sessions < 1:
         return err(f"lineage serve: --max-sessions must be at least 1, got {args.max_sessions}")
     return serve(argv, args.host, args.port, str(root), tuple(args.allow_origin), max_sessions=args.max_sessions)
+
+
+def _checked_as_served(path: str, root: Path) -> bool:
+    """`check` as the served app will load the file: what it names confined to the root, so a
+    scenario naming a checkpoint elsewhere is refused here, not by each browser's app."""
+    from lineage.cli.served import ROOT_ENV
+    before = os.environ.get(ROOT_ENV)
+    os.environ[ROOT_ENV] = str(root)
+    try:
+        return check(path)
+    finally:
+        if before is None:
+            os.environ.pop(ROOT_ENV, None)
+        else:
+            os.environ[ROOT_ENV] = before
 
 
 def _presets(args) -> int:

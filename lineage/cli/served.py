@@ -4,7 +4,9 @@ The server (lineage/cli/serve.py) starts the app with LINEAGE_SERVE_ROOT set. Th
 be a file reader for whoever drives it: Open accepts only the bundled scenarios and regular
 files under the root, refusing anything else by name without reading it, and error dialogs
 give a problem's place but never the file's content (a YAML file of credentials would
-otherwise show its first value in the dialog).
+otherwise show its first value in the dialog). What a scenario under the root may name is
+confined too, before anything is read: lineage/scenario/served_paths.py, whose refusals the
+dialog shows whole.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 from lineage.files import kind_of
 from lineage.scenarios import DIR as SCENARIO_DIR
 
-ROOT_ENV = "LINEAGE_SERVE_ROOT"
+ROOT_ENV = "LINEAGE_SERVE_ROOT"          # lineage/scenario/served_paths.py reads it too (confining what a scenario names)
 MAX_SESSIONS = 4         # app processes at once: about 1.4 GB of playing apps, a laptop's share
 
 
@@ -47,8 +49,14 @@ def shown_problems(lines: list[str], path: str) -> list[str]:
     each problem is (the text after FILE:LINE:COL may quote the file)."""
     if served_root() is None:
         return lines
+    from lineage.scenario.served_paths import REFUSED     # the app has loaded lineage.scenario already
     out = []
     for line in lines:
         head, sep, _ = line.partition(": ")
-        out.append(f"{head}: a problem here" if sep and head.startswith(path) else f"{path}: could not be opened")
+        if sep and head.startswith(path) and line.endswith(REFUSED):
+            out.append(line)            # a field's name and the rule, nothing of the file's values
+        else:
+            out.append(f"{head}: a problem here" if sep and head.startswith(path) else f"{path}: could not be opened")
+    if all(line.endswith(REFUSED) for line in out):
+        return out
     return out + ["(details are not shown in the served app: run `lineage validate FILE` in a terminal)"]

@@ -10,6 +10,7 @@ fields), every problem reported as one located line `FILE:LINE:COL: field.path: 
     checks.py    checks across fields; how many steps a scenario yields
     tasks.py     generated inputs (two facts, associative recall, topic shift)
     input_file.py  `input: {file: doc.txt}`: a long input read from a text file beside the scenario
+    served_paths.py  served to a browser: every file a scenario names is under the served root
 
 No torch here for presets and toys, so `lineage validate` answers in milliseconds; a scenario
 naming a checkpoint imports it to check the tensors' headers on the meta device (checks.py).
@@ -25,6 +26,7 @@ from .input_file import relocated, with_file_text
 from .problems import Problem, ScenarioError
 from .reader import Located, load_file, load_text
 from .schema import Scenario
+from .served_paths import served_refusals
 from .wording import pydantic_problems
 
 
@@ -39,6 +41,9 @@ def check(loc: Located, base_dir: Path | None = None) -> Scenario:
         sc = Scenario.model_validate(loc.data)
     except ValidationError as e:
         raise ScenarioError(pydantic_problems(e, loc)) from None
+    refused = served_refusals(sc, loc, base_dir)    # before any file it names is read
+    if refused:
+        raise ScenarioError(refused)
     sc = with_file_text(sc, loc, base_dir)          # input.file: its text, read once, checked as text is
     problems: list[Problem] = []
     semantic(sc, loc, problems, base_dir)

@@ -3,12 +3,9 @@ long to paste into YAML (a 128K-token paper is some 500 KB; `input.text` holds a
 MAX_TEXT characters). The file is read when the scenario is loaded, so `lineage validate` and
 `lineage run` read the same text and refuse the same files, each as one line located at
 `input.file`: a missing file, one that is not regular, over MAX_INPUT_FILE bytes, or not UTF-8.
-
-Served to a browser (`lineage serve`), a scenario may not name a file outside the served root
-and its own folder: the app would show the file's text as tokens."""
+(Served to a browser, a file outside the served root is refused before this: served_paths.py.)"""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from ..files import read_regular
@@ -17,7 +14,6 @@ from .reader import Located
 from .schema import MAX_INPUT_FILE, Scenario
 
 WHERE = ("input", "file")
-SERVE_ROOT_ENV = "LINEAGE_SERVE_ROOT"       # lineage/cli/served.py's: set when the app is served
 
 
 def input_file_path(name: str, base_dir: Path | None) -> Path:
@@ -47,14 +43,6 @@ def read_text_file(path: str | Path, limit: int = MAX_INPUT_FILE) -> str:
     return text
 
 
-def _outside_served_root(path: Path, base_dir: Path | None) -> bool:
-    root = os.environ.get(SERVE_ROOT_ENV)
-    if not root:
-        return False
-    p = path.resolve()                 # links followed: a link under the root to /etc is outside
-    return not (p.is_relative_to(Path(root).resolve()) or (base_dir is not None and p.is_relative_to(base_dir.resolve())))
-
-
 def with_file_text(sc: Scenario, loc: Located, base_dir: Path | None) -> Scenario:
     """`sc` with its input file's text as `input.text` (unchanged without an input file);
     ScenarioError located at input.file when the file cannot be its input."""
@@ -62,8 +50,6 @@ def with_file_text(sc: Scenario, loc: Located, base_dir: Path | None) -> Scenari
         return sc
     path = input_file_path(sc.input.file, base_dir)
     try:
-        if _outside_served_root(path, base_dir):
-            raise ValueError("outside the served root; the served app reads input files only under it")
         text = read_text_file(path)
     except (ValueError, OSError) as e:
         raise ScenarioError([loc.problem(WHERE, f"{sc.input.file}: {e}")]) from None

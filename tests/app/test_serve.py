@@ -242,6 +242,70 @@ def test_served_app_open_outside_root_reads_nothing(tmp_path, monkeypatch):
     assert "/etc/passwd" not in opened and opened
 
 
+# issue 51, item 3: a scenario under the root named checkpoints anywhere on the machine
+OUTSIDE = {
+    "model.pretrained": "model: {pretrained: ../ckpt}\ninput: {ids: [1, 2, 3]}\n",
+    "weights.checkpoint": "model: {preset: tiny-softmax}\nweights: {checkpoint: ../w.safetensors}\ninput: {ids: [1, 2, 3]}\n",
+    "models[1].checkpoint": "models:\n  - {preset: tiny-softmax}\n  - {preset: tiny-softmax, checkpoint: /tmp/../etc/w.safetensors}\ninput: {ids: [1, 2, 3]}\n",
+    "model.device_map": "model: {pretrained: ckpt, device_map: ../map.json}\ninput: {ids: [1, 2, 3]}\n",
+    "input.file": "model: {preset: tiny-softmax}\ninput: {file: ../secret.txt}\n",
+}
+
+
+@pytest.fixture
+def outside_root(tmp_path, monkeypatch):
+    """A served root holding scenarios, a checkpoint folder, weights and text beside it (outside),
+    and every read of a checkpoint's config.json counted."""
+    import lineage.families
+    root = tmp_path / "root"
+    for d in (tmp_path / "ckpt", root / "ckpt"):
+        d.mkdir(parents=True)
+        (d / "config.json").write_text('{"model_type": "gpt2"}')
+    (tmp_path / "w.safetensors").write_bytes(b"x")
+    (tmp_path / "map.json").write_text("{}")
+    (tmp_path / "secret.txt").write_text("a secret")
+    reads = []
+    real = lineage.families.read_model_config
+    monkeypatch.setattr(lineage.families, "read_model_config", lambda p, *a, **kw: reads.append(p) or real(p, *a, **kw))
+    return root, reads
+
+
+@pytest.mark.parametrize("field", OUTSIDE)
+def test_a_served_scenario_names_nothing_outside_the_root(field, outside_root, monkeypatch):
+    """Refused by field before anything it names is read (no config.json, no header, no text)."""
+    from lineage.scenario import load
+    from lineage.scenario.problems import ScenarioError
+    from lineage.scenario.served_paths import REFUSED
+    root, reads = outside_root
+    path = root / "s.yaml"
+    path.write_text("version: 1\ntitle: t\n" + OUTSIDE[field])
+    monkeypatch.setenv(ROOT_ENV, str(root))
+    with pytest.raises(ScenarioError) as e:
+        load(path)
+    assert [f"{p.path}: {p.message}" for p in e.value.problems] == [f"{field}: {REFUSED}"]
+    assert reads == []
+    # the served user sees that one line as it is: it quotes nothing of the file
+    lines = [str(p) for p in e.value.problems]
+    assert shown_problems(lines, str(path)) == lines
+
+
+def test_bundled_weights_stay_open_to_a_served_scenario(tmp_path, monkeypatch):
+    from lineage.scenario import load
+    monkeypatch.setenv(ROOT_ENV, str(tmp_path))
+    assert load(ROOT / "lineage" / "scenarios" / "attention_recall.yaml").model.checkpoint
+
+
+def test_lineage_serve_refuses_a_scenario_naming_a_checkpoint_outside_its_root(outside_root, capsys):
+    """Said once in the terminal, before any server starts (not by each browser's app)."""
+    from lineage.cli.main import main
+    root, reads = outside_root
+    (root / "s.yaml").write_text("version: 1\ntitle: t\n" + OUTSIDE["model.pretrained"])
+    assert main(["serve", str(root / "s.yaml"), "--root", str(root), "--port", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "model.pretrained: outside the served root" in err[0]
+    assert reads == [] and ROOT_ENV not in os.environ
+
+
 def test_served_apps_publish_their_cache_when_the_browser_or_server_leaves(tmp_path):
     """A browser that leaves while its app plays, and a server stopped with a browser on it: each
     app quits as on `q`, so its frames become a cache entry and no partial is left (a served app

@@ -89,7 +89,7 @@ def test_a_served_scenario_reads_no_file_outside_the_root(tmp_path, monkeypatch)
     path = scenario(tmp_path / "root", "../secret.txt")
     load(path)                                       # in a terminal the user may name any file
     monkeypatch.setenv("LINEAGE_SERVE_ROOT", str(tmp_path / "root"))
-    with pytest.raises(ScenarioError, match="input.file: ../secret.txt: outside the served root"):
+    with pytest.raises(ScenarioError, match="input.file: outside the served root"):
         load(path)
 
 
