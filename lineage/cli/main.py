@@ -4,6 +4,7 @@ training ones in train_cli.py. Subcommands that only do arithmetic never import 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
@@ -70,6 +71,10 @@ def _memory(args) -> int:
     if not (args.cards >= 1 and math.isfinite(args.card_gb) and args.card_gb > 0):
         print(f"lineage memory: --cards must be at least 1 and --card-gb a positive number "
               f"(got {args.cards}, {args.card_gb:g})", file=sys.stderr)
+        return 2
+    if not (args.context >= 1 and math.isfinite(args.weight_bytes) and args.weight_bytes > 0):
+        print(f"lineage memory: --context must be at least 1 and --weight-bytes a positive number "
+              f"(got {args.context}, {args.weight_bytes:g})", file=sys.stderr)
         return 2
     if args.device_map is not None:
         return _memory_plan(cfg, args)
@@ -181,6 +186,9 @@ def _run(path: str | None, salvage: bool) -> int:
 
 
 def _serve(args) -> int:
+    refused = _address_refusal(args.host, args.port)       # before the slow import, and never a traceback
+    if refused:
+        return err(f"lineage serve: {refused}")
     try:
         from lineage.cli.serve import serve
     except ImportError:
@@ -199,6 +207,23 @@ def _serve(args) -> int:
     if args.max_sessions < 1:
         return err(f"lineage serve: --max-sessions must be at least 1, got {args.max_sessions}")
     return serve(argv, args.host, args.port, str(root), tuple(args.allow_origin), max_sessions=args.max_sessions)
+
+
+def _address_refusal(host: str, port: int) -> str | None:
+    """Why `--host`/`--port` cannot be listened on, or None: a port outside 1..65535, an
+    address like 256.1.1.1 (all digits and dots, yet no IPv4 address), or a name no resolver takes."""
+    import ipaddress
+    import re
+    if not 1 <= port <= 65535:
+        return f"--port must be in 1..65535, got {port}"
+    if re.fullmatch(r"[0-9.]+", host) or ":" in host:
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            return f"--host {host!r} is not an IP address"
+    elif not re.fullmatch(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?", host):
+        return f"--host {host[:80]!r} is not a host name or IP address"
+    return None
 
 
 def _checked_as_served(path: str, root: Path) -> bool:
@@ -225,6 +250,42 @@ def _presets(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `lineage` command. What no command should end in a traceback is decided here, once:
+    a reader who left (`| head`: BrokenPipeError), a full disk under stdout (ENOSPC), Ctrl-C
+    (one line, exit 130), and characters stdout's encoding lacks (PYTHONIOENCODING=ascii:
+    replaced, as `?`). Python's docs on SIGPIPE: point stdout at devnull, so the flush at exit
+    does not raise again."""
+    if sys.stdout is not None and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="replace")
+    try:
+        code = _main(argv)
+        if sys.stdout is not None:
+            sys.stdout.flush()            # what a pipe or a full disk refuses shows here, not at exit
+        return code
+    except BrokenPipeError:
+        # `lineage memory k3 | head -1`: the reader left. Nothing more to say. 141 = 128 + SIGPIPE,
+        # as a shell expects
+        _stdout_to_devnull()
+        return 141
+    except KeyboardInterrupt:
+        print("lineage: interrupted", file=sys.stderr)
+        return 130
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        _stdout_to_devnull()
+        print(f"lineage: cannot write the output: {e.strerror or e}", file=sys.stderr)
+        return 2
+
+
+def _stdout_to_devnull() -> None:
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, AttributeError, ValueError):     # no stdout with a descriptor: nothing to flush
+        pass
+
+
+def _main(argv: list[str] | None) -> int:
     p = argparse.ArgumentParser(prog="lineage", description="Watch language-model memory work, token by token.")
     p.add_argument("--version", action="version", version=f"lineage {__version__}")
     sub = p.add_subparsers(dest="cmd")
@@ -281,13 +342,7 @@ def main(argv: list[str] | None = None) -> int:
             return code
     if getattr(args, "func", None) is None:  # no command: the app on the default tour
         return _run(None, False)
-    try:
-        return args.func(args)
-    except BrokenPipeError:
-        # `lineage memory k3 | head -1`: the reader left. Nothing more to say; stdout goes to
-        # devnull so the flush at exit does not raise again. 141 = 128 + SIGPIPE, as a shell expects
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+    return args.func(args)
 
 
 if __name__ == "__main__":

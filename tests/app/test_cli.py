@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from lineage.cli.main import main
 
 
@@ -94,3 +96,66 @@ def test_memory_prints_bytes_in_a_readable_unit(capsys):
     assert main(["memory", "gpt2-small"]) == 0
     rows = capsys.readouterr().out.splitlines()[3:]
     assert rows[2].split() == ["131,072", "4.5", "GiB", "0", "B", "29"]        # not 4608.0Mi, not 29.0
+
+
+# -- issue 51, item 6: one line where a traceback used to be --------------------------------
+
+def _lineage(*cmd, stdout=subprocess.PIPE, env=None, cwd=None):
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, **(env or {}),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-m", "lineage.cli.main", *cmd], stdout=stdout,
+                          stderr=subprocess.PIPE, env=env, cwd=cwd, timeout=120)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+def test_a_full_disk_under_stdout_is_one_line(tmp_path):
+    cache = {"LINEAGE_CACHE_DIR": str(tmp_path / "cache")}
+    for cmd in (["params", "k3"], ["list"], ["snapshot", "fig3_two_facts", "--step", "2", "-o", "-"],
+                ["record", "fig3_two_facts", "-o", str(tmp_path / "t.trace"), "--steps", "2"]):
+        with open("/dev/full", "w") as full:
+            proc = _lineage(*cmd, stdout=full, env=cache)
+        err = proc.stderr.decode()
+        assert proc.returncode == 2 and "Traceback" not in err, (cmd, err)
+        assert err.splitlines()[-1] == "lineage: cannot write the output: No space left on device", (cmd, err)
+
+
+def test_characters_stdout_cannot_encode_are_replaced(tmp_path):
+    """PYTHONIOENCODING=ascii: the tour's text snapshot (a ␣ for a space token) is printed, `?`
+    for what ascii lacks, instead of UnicodeEncodeError."""
+    proc = _lineage("snapshot", "tour", "--step", "3", "-o", "-",
+                    env={"PYTHONIOENCODING": "ascii", "LINEAGE_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr.decode(), proc.stderr.decode()
+    assert b"?" in proc.stdout and proc.stdout.isascii()
+
+
+@pytest.mark.parametrize("command", ["validate", "snapshot", "slides", "arena"])
+def test_ctrl_c_is_one_line_and_exit_130(command, monkeypatch, capsys, tmp_path):
+    import lineage.cli.export as export_cli
+    import lineage.cli.main as cli_main
+    import lineage.cli.train as train_cli
+
+    def interrupted(*args, **kw):
+        raise KeyboardInterrupt
+    argv = {"validate": ["validate", "recall"], "arena": ["arena"],
+            "snapshot": ["snapshot", "recall", "--step", "1", "-o", str(tmp_path / "s.txt")],
+            "slides": ["slides", "recall", "-o", str(tmp_path / "deck")]}[command]
+    target = {"validate": (cli_main, "check"), "arena": (train_cli, "arena"),
+              "snapshot": (export_cli, "_snapshot"), "slides": (export_cli, "_slides")}[command]
+    monkeypatch.setattr(*target, interrupted)
+    try:
+        code = main(argv)
+    except KeyboardInterrupt:          # would end pytest's session, not this test
+        pytest.fail("KeyboardInterrupt came out of main(): a traceback")
+    assert code == 130
+    assert capsys.readouterr().err == "lineage: interrupted\n"
+
+
+@pytest.mark.parametrize("argv", [["memory", "k3", "--context", "-1"], ["memory", "k3", "--context", "0"],
+                                  ["memory", "k3", "--weight-bytes", "nan"], ["memory", "k3", "--weight-bytes", "-2"],
+                                  ["serve", "--port", "99999"], ["serve", "--port", "0"],
+                                  ["serve", "--host", "256.1.1.1"], ["serve", "--host", "no such host"]])
+def test_nonsense_numbers_and_addresses_are_one_line(argv, capsys):
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert len(captured.err.strip().splitlines()) == 1 and captured.out == "", captured.err
