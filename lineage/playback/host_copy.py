@@ -113,8 +113,10 @@ def _one(t, how: str) -> np.ndarray:
     t = t.detach()
     if how == "compact":
         return compact(t)
+    # copies numpy owns: a view would keep a torch tensor alive inside the frame, and a frame
+    # freed by a daemon thread at interpreter exit then frees it without the GIL to come back to
     if how == "f32":
-        return t.float().cpu().numpy()
+        return t.float().cpu().numpy().copy()
     return t.cpu().numpy().astype(np.int32)
 
 

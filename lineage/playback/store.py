@@ -24,11 +24,13 @@ read back equals the one made, bit for bit, or is not served at all.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import errno
 import os
 import tempfile
 import threading
+import weakref
 import zlib
 from collections import OrderedDict
 
@@ -91,6 +93,20 @@ def _read_all(fd: int, n: int, offset: int) -> bytes:
         chunks.append(b)
         got += len(b)
     return b"".join(chunks)
+
+
+# Stores whose writer thread may still be alive. A writer that ends during interpreter shutdown
+# can hold a store's last reference: freeing its frames there frees torch tensors, which drops
+# the GIL, and a daemon thread that asks for it back then is cancelled mid-C++ (the process
+# aborts: "terminate called without an active exception"). Closing them at exit ends every
+# writer while the interpreter still runs.
+_OPEN: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for store in list(_OPEN):
+        store.close()
 
 
 class FrameStore:
@@ -161,6 +177,7 @@ class FrameStore:
     def _start_writer(self) -> None:
         if self._writer is None and not self._closed:     # (under the lock)
             self._writer = threading.Thread(target=self._write_loop, name="lineage-frame-writer", daemon=True)
+            _OPEN.add(self)
             self._writer.start()
 
     def _write_loop(self) -> None:
