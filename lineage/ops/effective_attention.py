@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .delta.naive import SUB_CHUNK, _decayed_scores
+from .delta.decayed_scores import SUB_CHUNK, _decayed_scores
 
 
 def linear(q: Tensor, k: Tensor, scale: float, normalize: bool, S0: Tensor, z0: Tensor) -> tuple[Tensor, Tensor]:
