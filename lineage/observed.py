@@ -27,6 +27,10 @@ class StateObs:
     beta: Tensor | None        # (B, H) write strength: the delta rule's beta, Mamba-2's dt; None: linear
     alpha: Tensor | None       # (B, H) or (B, H, K) retention e^g applied before the write; None: no decay
     state_bytes: int           # what the layer holds per sequence (linear attention: S and z)
+    q: Tensor | None = None    # (B, H, K) the query as the read applies it: the read-out is q @ S
+                               # (the scale and linear attention's normaliser folded in; Mamba-2: C)
+    corrects: bool = False     # the delta rule: a write also changes what older keys read back
+                               # (lineage.playback.effective follows it for the attention panel)
 
 
 @dataclass(frozen=True, eq=False)

@@ -124,7 +124,7 @@ class DeltaNet(nn.Module):
             if obs is not None:
                 u = beta[..., None] * (v - read)                                  # (B, H, V)
                 self._observe(obs, S, k[..., None] * u[:, :, None], read, v, k, beta,
-                              None if g is None else g[:, 0].exp())
+                              None if g is None else g[:, 0].exp(), q * K ** -0.5)
             return self._output(x, o[:, None])[:, 0], DeltaState(S, conv)
         S = q.new_zeros(B, H, K, v.shape[-1]) if state is None else state.S.to(q.dtype)
         alpha = None
@@ -135,11 +135,13 @@ class DeltaNet(nn.Module):
         u = beta[..., None] * (v - read)                                          # (B, H, V): the correction
         dS = k[..., None] * u[:, :, None]                                         # (B, H, K, V): k^T u
         S = S + dS
-        o = ((q * K ** -0.5)[:, :, None] @ S).squeeze(2)                          # (B, H, V), includes this token
+        qs = q * K ** -0.5
+        o = (qs[:, :, None] @ S).squeeze(2)                                       # (B, H, V), includes this token
         if obs is not None:
-            self._observe(obs, S, dS, read, v, k, beta, alpha)
+            self._observe(obs, S, dS, read, v, k, beta, alpha, qs)
         return self._output(x, o[:, None])[:, 0], DeltaState(S, conv)
 
-    def _observe(self, obs: LayerObs, S, dS, read, v, k, beta, alpha):
+    def _observe(self, obs: LayerObs, S, dS, read, v, k, beta, alpha, q):
         obs.mixer = StateObs(S.detach(), dS.detach(), k.detach(), v.detach(), read.detach(), beta.detach(),
-                             None if alpha is None else alpha.detach(), S.numel() * S.element_size())
+                             None if alpha is None else alpha.detach(), S.numel() * S.element_size(),
+                             q.detach(), corrects=True)

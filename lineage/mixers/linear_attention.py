@@ -69,6 +69,7 @@ class LinearAttention(nn.Module):
         qs = q * K ** -0.5
         o = (qs[:, :, None] @ S).squeeze(2) / (qs * z).sum(-1, keepdim=True)   # (B, H, V)
         if obs is not None:
+            qn = qs / (qs * z).sum(-1, keepdim=True)                        # (B, H, K): o = qn S
             obs.mixer = StateObs(S.detach(), dS.detach(), k.detach(), v.detach(), read.detach(), None, None,
-                                 S.numel() * S.element_size() + z.numel() * z.element_size())
+                                 S.numel() * S.element_size() + z.numel() * z.element_size(), qn.detach())
         return self.o_proj(o.flatten(1)), LinearState(S, z)

@@ -112,5 +112,5 @@ class Mamba2(nn.Module):
         if obs is not None:
             # dt is the write's strength: it goes where the delta family's beta goes
             obs.mixer = StateObs(S.detach(), dS.detach(), k.detach(), xs.detach(), read.detach(), dt.detach(),
-                                 alpha.detach(), S.numel() * S.element_size())
+                                 alpha.detach(), S.numel() * S.element_size(), q.detach())
         return self._output(y[:, None], z)[:, 0], DeltaState(S, conv)

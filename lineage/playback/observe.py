@@ -60,6 +60,11 @@ class AttentionRows:
     what query head h of this token puts on each cached position 0 .. pos, this token included
     (the cache after its write), so each row sums to 1. What GPT-2's KV cache is read for."""
     weights: np.ndarray        # (H, L), L = pos + 1; float16 in frames (host_copy.compact), within 1e-3 of 1 a row
+    # a recurrent layer's rows are the attention its state implements (playback.effective): signed,
+    # over the last L positions only, with each position's share of the read-out and the share
+    # the state held before them (the shares add up to 1); None for softmax and MLA
+    shares: np.ndarray | None = None   # (H, L)
+    before: np.ndarray | None = None   # (H,)
 
     @property
     def heads(self) -> int:
@@ -189,7 +194,8 @@ class Views:
     def attention(self, m: int, layer: int) -> AttentionRows | None:
         """None where the layer does not attend, or a large checkpoint's frames keep another's."""
         w = self._array(m, "attn", layer)
-        return None if w is None else AttentionRows(w)
+        return None if w is None else AttentionRows(w, self._array(m, "attn_share", layer),
+                                                     self._array(m, "attn_before", layer))
 
     def routing(self, m: int, layer: int) -> RoutingView | None:
         experts = self._array(m, "experts", layer)
@@ -303,7 +309,8 @@ def memory_fields(o: dict, rule: str, label: str) -> tuple[dict, dict]:
     return {"layers": [{"mixer": rule, "ffn": "none"}], "event": label}, arrays
 
 
-def lm_fields(obs: StepObs, cfg, load: dict, watch: frozenset | None = None, ahead=None) -> tuple[dict, dict]:
+def lm_fields(obs: StepObs, cfg, load: dict, watch: frozenset | None = None, ahead=None,
+              follow: dict | None = None) -> tuple[dict, dict]:
     """Batch element 0 of a language model's observed step (lineage.observed) ->
     (meta, arrays) for a Frame.
     load: layer -> (E,) int32 tokens per expert so far, updated here, so no panel re-reads history.
@@ -311,7 +318,9 @@ def lm_fields(obs: StepObs, cfg, load: dict, watch: frozenset | None = None, ahe
     a layer) keeps state, decay and attention rows only for those layers (the ones its panels
     show: runners._watched), so only what the open panels show is copied to the host. What is
     kept crosses to the host together (host_copy.to_host: a few copies on a GPU, not one a tensor);
-    ahead() is called once it is copied out on the device (to_host)."""
+    ahead() is called once it is copied out on the device (to_host).
+    follow: layer -> effective.Window, kept by the caller: a recurrent layer's attention rows (the
+    attention its state implements, with the share held before the window); None: not made."""
     from .host_copy import to_host
     want: dict = {}          # frame key -> (tensor, how it is stored)
     layers, routed = [], []
@@ -331,6 +340,12 @@ def lm_fields(obs: StepObs, cfg, load: dict, watch: frozenset | None = None, ahe
                     want[p + "beta"] = (mx.beta[0], "f32")                # (H,)
                 if mx.alpha is not None:    # the frame key is "decay" (traces keep it); it holds alpha
                     want[p + "decay"] = (mx.alpha[0], "f32")              # (H,) or (H, K)
+                if follow is not None and mx.q is not None:
+                    from .effective import Window
+                    row, shares, before = follow.setdefault(i, Window()).step(mx)
+                    want[p + "attn"] = (row, "compact")                   # (H, n): the last n positions
+                    want[p + "attn_share"] = (shares, "f32")              # (H, n)
+                    want[p + "attn_before"] = (before, "f32")             # (H,)
         if isinstance(mx, AttentionObs):
             meta["cache_len"], meta["cache_bytes"] = int(mx.cache_len), int(mx.cache_bytes)
             if shown:

@@ -155,7 +155,9 @@ class LMRunner:
         self.last = total_steps(sc)          # once: for a text input it tokenizes the whole text
         context = sc.decoding.prefill + (self.last or 0)              # positions cached by the last step
         self.models = [SteppedModel(cfg, sc, device, dtype, sc.base_dir, spec=s, spec_path=sc.model_path(i),
-                                    notes=notes, watch=_watched(sc, i, cfg, context) if s.pretrained else None)
+                                    notes=notes, watch=_watched(sc, i, cfg, context) if s.pretrained else None,
+                                    follow=not s.pretrained or any(p.kind == "attention" and p.model == i
+                                                                   for p in sc.panels))
                        for i, (s, cfg) in enumerate(zip(specs, cfgs))]
         self.info_models = [{"name": s.label, "kind": "lm", "config": dataclasses.asdict(cfg), "params": total}
                             for s, cfg, total in zip(specs, cfgs, totals)]
@@ -251,7 +253,7 @@ class SteppedModel:
     """One language model: prefill with the parallel / chunked forward, then observed steps."""
 
     def __init__(self, cfg, sc: Scenario, device, dtype, base_dir: Path | None, spec=None, spec_path=("model",),
-                 notes: list | None = None, watch: frozenset | None = None):
+                 notes: list | None = None, watch: frozenset | None = None, follow: bool = False):
         import torch
         from ..model import LM
         self.torch = torch
@@ -286,6 +288,10 @@ class SteppedModel:
         self.state = None
         self.logits = None
         self.load: dict = {}                         # layer -> tokens per expert so far
+        # layer -> effective.Window, for the attention panel's rows of a recurrent layer: a toy
+        # model's always (a panel may be opened on it later), a checkpoint's only where the
+        # scenario has an attention panel on it (each row costs O(W K) a head a watched layer)
+        self.follow: dict | None = {} if follow else None
         # on CUDA the observed step is launch bound: after the first token, capture it in a CUDA
         # graph (LINEAGE_GRAPH=0 turns this off; =compile also runs torch.compile first). Models
         # with learned positions index by a host integer and step eagerly.
@@ -315,7 +321,7 @@ class SteppedModel:
             logits, obs = self.stepper.step(token)
             self.logits = logits[0].to(torch.float32, copy=True)    # before a launch overwrites it
             launch = None if ahead is None else functools.partial(self.stepper.launch, ahead)
-            return observe.lm_fields(obs, self.cfg, self.load, self.watch, launch)
+            return observe.lm_fields(obs, self.cfg, self.load, self.watch, launch, self.follow)
         obs = StepObs()
         with torch.inference_mode():
             logits, self.state = self.model.step(torch.tensor([token], device=self.device), self.state, obs)
@@ -328,7 +334,7 @@ class SteppedModel:
                 self.notes.append(f"CUDA graph capture failed, steps run eagerly: {str(e).splitlines()[0]}")
             self.graph_mode = None
         self.logits = logits[0].float()
-        return observe.lm_fields(obs, self.cfg, self.load, self.watch)
+        return observe.lm_fields(obs, self.cfg, self.load, self.watch, follow=self.follow)
 
 
 def _load_checkpoint(model, sc: Scenario, base_dir: Path | None, name: str, where: tuple) -> None:

@@ -31,7 +31,11 @@ class PanelLayers(NamedTuple):
 
 
 def mixer_kinds(kind: str) -> tuple[str, ...]:
-    """The mixer kinds whose layers a panel of this kind can show (state: linear, deltanet, ...)."""
+    """The mixer kinds whose layers a panel of this kind can show (state: linear, deltanet, ...).
+    The attention panel shows every mixer: a recurrent state's rows are the attention it
+    implements (playback.effective), beside a cache's softmax rows."""
+    if kind == "attention":
+        return tuple(name for name, m in MIXERS.items() if m.attends or m.holds_state)
     return tuple(name for name, m in MIXERS.items() if getattr(m, NEEDS[kind]))
 
 
@@ -45,4 +49,9 @@ def panel_layers(cfg, kind: str, asked: int | None = None, watch=None) -> PanelL
         layers = tuple(i for i, m in enumerate(cfg.mixers) if m in kinds)
     if watch is not None and kind in WATCHED:
         layers = tuple(i for i in layers if i in watch)
-    return PanelLayers(layers, asked if asked in layers else (layers[0] if layers else None))
+    if asked in layers:
+        return PanelLayers(layers, asked)
+    if kind == "attention":     # unasked: a cache's softmax rows first, where the model has a cache
+        return PanelLayers(layers, next((i for i in layers if MIXERS[cfg.mixers[i]].attends),
+                                        layers[0] if layers else None))
+    return PanelLayers(layers, layers[0] if layers else None)

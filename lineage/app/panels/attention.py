@@ -5,6 +5,13 @@ beside the fixed states that replace it.
 Rows are heads, columns positions 0 .. pos, newest right (the last column is this token itself).
 When the positions outnumber the columns, the newest ones are shown and the rest are folded into
 one number per head at the left: their summed weight, so every row on screen still adds up to 1.
+
+A recurrent layer (linear attention, the delta family, Mamba-2) has no cache to read, but its
+read-out is still a weighted sum of the values written: its rows are the attention its state
+implements (lineage.playback.effective), signed on the state panel's colour scale (the delta
+rule's corrections are negative weight), over a window of the last positions. The number at the
+left is then the share of the read-out that comes from what the state held before the positions
+drawn, so the drawn positions' shares and it add up to the whole read-out.
 """
 from __future__ import annotations
 
@@ -53,11 +60,17 @@ class AttentionPanelView:
     cw: int                    # columns a position takes on screen
     width: int                 # the characters a line has (the top weights go beside the rows if they fit)
     prefilled: int             # positions 0 .. prefilled - 1 came from the prefill (labels "?")
+    signed: bool = False       # a state's effective attention: hidden is a share of the read-out
 
     @property
     def vmax(self) -> float:
-        """The top of the colour (glyph) scale: the largest weight shown."""
-        return float(self.weights.max()) if self.weights.size else 0.0
+        """The top of the colour (glyph) scale: the largest weight shown (in size, when signed)."""
+        return float(np.abs(self.weights).max()) if self.weights.size else 0.0
+
+    @property
+    def fold(self) -> bool:
+        """A number at the left of each row: the folded weight, or (signed) the share before."""
+        return bool(self.first) or self.signed
 
 
 def prepare(cur, i: int, p: dict, width: int):
@@ -65,17 +78,20 @@ def prepare(cur, i: int, p: dict, width: int):
     name = model_name(cur.info, m)
     layers, layer = layers_of(cur, p, "attention")
     if layer is None:
-        return Absent(f"attention: {name} has no attention layer (softmax or MLA)",
-                      "no attention layer in this model: its memory is a fixed state (see the state panel)")
+        return Absent(f"attention: {name} has no sequence-mixing layer to show",
+                      "no layer here mixes positions (softmax, MLA or a recurrent state)")
     f = cur.frame(i)
     rows, tok = f.attention(m, layer), f.token()
     if rows is None or tok is None:
         return Absent(f"attention: layer {layer} of {name} recorded no attention rows at step {i + 1}",
-                      f"layer {layer} recorded no attention rows at this step (a checkpoint's frames keep "
-                      "only the layers its panels watch)")
-    W = rows.weights.astype(np.float64)                                  # (H, L), L = pos + 1
+                      f"layer {layer} recorded no attention rows at this step (a checkpoint's recurrent "
+                      "layers have them only where the scenario has an attention panel on the model, and "
+                      "only for the layers its panels watch)")
+    W = rows.weights.astype(np.float64)                                  # (H, L), L = pos + 1 (signed: up to)
     H, L = W.shape
-    if L != tok.pos + 1:
+    signed = rows.before is not None
+    start = tok.pos + 1 - L if signed else 0                             # the position of column 0
+    if (L != tok.pos + 1 and not signed) or start < 0:
         raise ValueError(f"layer {layer}'s attention covers {L} positions; position {tok.pos} needs {tok.pos + 1}")
     h = min(max(int(p.get("head", 0)), 0), H - 1)
     lo = 0 if H <= MAX_HEADS else min(max(0, h - MAX_HEADS // 2), H - MAX_HEADS)
@@ -87,18 +103,25 @@ def prepare(cur, i: int, p: dict, width: int):
         j = q - prefilled
         return PREFILLED if j < 0 else label(cur.frame(j).token().text, byte_names)
 
-    tops = tuple(tuple((int(q), named(int(q)), float(row[q])) for q in np.argsort(-row, kind="stable")[:TOP])
-                 for row in W)
+    tops = tuple(tuple((start + int(q), named(start + int(q)), float(row[q]))
+                       for q in np.argsort(-np.abs(row), kind="stable")[:TOP]) for row in W)
     # columns: two a position if all fit so with the top weights beside the rows, else one; then
     # two without them, one; too many positions for one each: the newest, the rest folded
     room = max(20, width - 4) - (2 + len(str(H - 1)) + 1)             # less the row's "▸h0 "
     side = 2 + max(len(_top(t[:2])) for t in tops)
+    if signed:
+        room -= FOLD                                                     # the share before: always drawn
     cw, first = next(((c, 0) for need, c in ((2 * L + side, 2), (L + side, 1), (2 * L, 2), (L, 1)) if need <= room),
                      (1, L - max(1, room - FOLD)))
+    if signed:      # the share of the read-out from before the first position drawn
+        shares = rows.shares[lo:lo + MAX_HEADS].astype(np.float64)
+        hidden = rows.before[lo:lo + MAX_HEADS].astype(np.float64) + shares[:, :first].sum(axis=1)
+    else:
+        hidden = W[:, :first].sum(axis=1)
     return AttentionPanelView(name, m, layer, tuple(layers), cur.model_config(m).mixers[layer], h, H, i,
-                              tok.pos, label(tok.text, byte_names), lo, W[:, first:], first,
-                              tuple(named(q) for q in range(first, L)), W[:, :first].sum(axis=1), tops, cw,
-                              max(20, width - 4), max(0, prefilled))
+                              tok.pos, label(tok.text, byte_names), lo, W[:, first:], start + first,
+                              tuple(named(start + q) for q in range(first, L)), hidden, tops, cw,
+                              max(20, width - 4), max(0, prefilled), signed)
 
 
 # -- the text both forms share --------------------------------------------------------------
@@ -107,7 +130,7 @@ def _gutter(view: AttentionPanelView, hh: int) -> str:
 
 
 def _pad(view: AttentionPanelView) -> str:
-    return " " * (len(_gutter(view, 0)) + (FOLD if view.first else 0))
+    return " " * (len(_gutter(view, 0)) + (FOLD if view.fold else 0))
 
 
 def _vertical(lab: str) -> list[str]:
@@ -118,6 +141,13 @@ def _vertical(lab: str) -> list[str]:
 
 
 def head_lines(view: AttentionPanelView) -> list[str]:
+    if view.signed:
+        return [f"attention: {view.name} layer {view.layer} {view.mixer}, step {view.step + 1}: "
+                f"'{view.token}' at position {view.pos}",
+                f"  the attention its state implements: a row per head, the weight on each value written at "
+                f"{view.first}-{view.pos}; a negative weight takes that value away (as the delta rule corrects)",
+                f"  ◂ the share of the read-out from what the state held before position {view.first}; "
+                f"with the drawn positions' shares it adds up to the read-out"]
     if not view.first:
         shown = f"all {view.pos + 1} shown"
     else:
@@ -128,12 +158,12 @@ def head_lines(view: AttentionPanelView) -> list[str]:
 
 
 def _top(entries) -> str:
-    return ", ".join(f"'{lab}'@{q} {w:.2f}" for q, lab, w in entries)
+    return ", ".join(f"'{lab}'@{q} {w:+.2f}" if w < 0 else f"'{lab}'@{q} {w:.2f}" for q, lab, w in entries)
 
 
 def beside(view: AttentionPanelView) -> int:
     """How many top weights go at the right of every head row (at least 2, else 0: below the map)."""
-    row = len(_gutter(view, 0)) + (FOLD if view.first else 0) + view.cw * len(view.labels) + 2
+    row = len(_gutter(view, 0)) + (FOLD if view.fold else 0) + view.cw * len(view.labels) + 2
     fits = [k for k in range(TOP, 1, -1) if all(row + len(_top(t[:k])) <= view.width for t in view.tops)]
     return fits[0] if fits else 0
 
@@ -201,13 +231,32 @@ def lines(view, width: int) -> list[str]:
     vmax, k = view.vmax, beside(view)
     out = head_lines(view)
     for n, row in enumerate(view.weights):
-        fold = f"{view.hidden[n]:.2f}◂" if view.first else ""
-        cells = "".join(RAMP[int(g)] * view.cw for g in _steps(row, vmax, len(RAMP) - 1))
+        fold = _fold(view.hidden[n]) if view.fold else ""
+        cells = "".join(g * view.cw for g in _glyphs(row, vmax, view.signed))
         out.append(_gutter(view, view.first_head + n) + fold + cells + (f"  {_top(view.tops[n][:k])}" if k else ""))
     out += label_lines(view)
     out += [tick_line(view), key_line(view)]
-    out.append(f"  scale '{RAMP[0]}' 0 .. '{RAMP[-1]}' {vmax:.2f} (largest shown)")
+    if view.signed:
+        out.append(f"  scale '{palette.NEG[-1]}' -{vmax:.2f} .. '{palette.POS[0]}' 0 .. '{palette.POS[-1]}' "
+                   f"+{vmax:.2f} (largest shown)")
+    else:
+        out.append(f"  scale '{RAMP[0]}' 0 .. '{RAMP[-1]}' {vmax:.2f} (largest shown)")
     return out + beside_line(view) + top_lines(view)
+
+
+def _fold(x: float) -> str:
+    """The number left of a row, in FOLD - 1 characters and its mark: '0.12◂', '-.31◂'."""
+    text = f"{x:.2f}" if -0.995 < x < 9.995 else f"{x:.1f}" if -9.95 < x < 99.95 else f"{x:.0f}"
+    text = text.replace("-0.", "-.")                     # -0.31 in four characters
+    return f"{text[:FOLD - 1]:>{FOLD - 1}}◂"
+
+
+def _glyphs(row: np.ndarray, vmax: float, signed: bool) -> list[str]:
+    """Without colour: a weight's glyph, on the ramp or (signed) the state panel's two ramps."""
+    if not signed:
+        return [RAMP[int(g)] for g in _steps(row, vmax, len(RAMP) - 1)]
+    steps = _steps(np.abs(row), vmax, len(palette.POS) - 1)
+    return [(palette.NEG if x < 0 else palette.POS)[int(g)] for x, g in zip(row, steps)]
 
 
 def _steps(row: np.ndarray, vmax: float, n: int) -> np.ndarray:
@@ -241,18 +290,23 @@ class AttentionPanel(TextPanel):
             hh = view.first_head + n
             t.append("\n")
             t.append(_gutter(view, hh), Style(bold=True, reverse=True) if hh == view.head else Style(bold=True))
-            if view.first:
-                t.append(f"{view.hidden[n]:.2f}◂", Style(dim=True))
-            for g in _steps(row, vmax, len(palette.SEQUENTIAL) - 1):
-                t.append(" " * view.cw, Style(bgcolor=palette.colour(int(g), "sequential", dark)))
+            if view.fold:
+                t.append(_fold(view.hidden[n]), Style(dim=True))
+            if view.signed:
+                for g in palette.diverging_index(row, vmax):
+                    t.append(" " * view.cw, Style(bgcolor=palette.colour(int(g), "diverging", dark)))
+            else:
+                for g in _steps(row, vmax, len(palette.SEQUENTIAL) - 1):
+                    t.append(" " * view.cw, Style(bgcolor=palette.colour(int(g), "sequential", dark)))
             if k:
                 t.append(f"  {_top(view.tops[n][:k])}")
         for line in label_lines(view) + [tick_line(view), key_line(view)]:
             t.append("\n" + line)
-        t.append("\n  scale 0 ")
-        for c in palette.colours("sequential", dark):
+        scale = "diverging" if view.signed else "sequential"
+        t.append(f"\n  scale {f'-{vmax:.2f}' if view.signed else '0'} ")
+        for c in palette.colours(scale, dark):
             t.append("██", Style(color=c))
-        t.append(f" {vmax:.2f} (largest shown)")
+        t.append(f" {'+' if view.signed else ''}{vmax:.2f} (largest shown)")
         for line in beside_line(view) + top_lines(view):
             t.append("\n" + line)
         return t

@@ -62,7 +62,8 @@ def test_rows_sum_to_one_over_every_position_so_far(mixed, layer, mixer):
         w = f.attention(0, layer).weights.astype(np.float64)
         assert w.shape == (H, f.token().pos + 1)
         assert (w >= 0).all() and np.allclose(w.sum(axis=1), 1.0, atol=2e-3), (i, w.sum(axis=1))
-        assert f.attention(0, 1) is None                                 # the KDA layer has a state instead
+        kda = f.attention(0, 1)                      # the KDA layer: the attention its state implements
+        assert kda.before is not None and np.allclose(kda.shares.sum(axis=1) + kda.before, 1.0, atol=1e-3)
         view = prepare(mixed, i, {"kind": "attention", "layer": layer}, 40)
         assert view.mixer == mixer and view.heads == H
         assert np.allclose(view.weights.sum(axis=1) + view.hidden, w.sum(axis=1))
@@ -258,8 +259,7 @@ def test_a_model_without_attention_rows_gets_a_notice(mixed):
     kda = loads("version: 1\ntitle: t\nmodel: {preset: tiny-kda}\ninput: {text: abc}\n")
     s = Session(kda, device="cpu")
     try:
-        out = render(s, 1, "attention")
-        assert "attention: tiny-kda has no attention layer (softmax or MLA)" in out
+        assert "the attention its state implements" in render(s, 1, "attention")
     finally:
         s.close()
 
@@ -279,8 +279,9 @@ def test_a_model_without_attention_rows_gets_a_notice(mixed):
 def test_validation_takes_attention_layers_only():
     from lineage.scenario.problems import ScenarioError
     loads(MIXED.replace("layer: 2", "layer: 0"))
-    with pytest.raises(ScenarioError, match="layer 1 is kda"):
-        loads(MIXED.replace("layer: 2", "layer: 1"))
+    loads(MIXED.replace("layer: 2", "layer: 1"))       # a recurrent layer: its state's effective attention
+    with pytest.raises(ScenarioError, match="layer 3"):
+        loads(MIXED.replace("layer: 2", "layer: 3"))
     with pytest.raises(ScenarioError, match="head 3 does not exist"):
         loads(MIXED.replace("layer: 2}", "layer: 2, head: 3}"))
 

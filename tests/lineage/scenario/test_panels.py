@@ -30,7 +30,7 @@ model:
     moe: {n_experts: 4, top_k: 2, expert_dim: 32}
 input: {text: "abc"}
 """
-EXPECTED = {"state": (1, 2, 3, 4), "decay": (3, 4), "gate": (5,), "attention": (0, 5), "routing": (1, 3, 5)}
+EXPECTED = {"state": (1, 2, 3, 4), "decay": (3, 4), "gate": (5,), "attention": (0, 1, 2, 3, 4, 5), "routing": (1, 3, 5)}
 ASKED = [None, *range(6)]
 
 
@@ -58,6 +58,11 @@ def test_the_layers_each_panel_kind_can_show(kind, session):
     for asked in ASKED:
         want = asked if asked in EXPECTED[kind] else EXPECTED[kind][0]
         assert panel_layers(cfg, kind, asked).shown == want
+    if kind == "attention":     # unasked, a cache's rows come first where there is a cache
+        flipped = type(cfg)(**{**cfg.__dict__, "mixers": cfg.mixers[::-1]}) if hasattr(cfg, "__dict__") else None
+        if flipped is not None:
+            assert panel_layers(flipped, kind).shown == 0           # mla, now first
+            assert panel_layers(type(cfg)(**{**cfg.__dict__, "mixers": ("kda",) + cfg.mixers[1:]}), kind).shown == 5
 
 
 @pytest.mark.parametrize("kind", LAYER_PANELS)
@@ -114,7 +119,8 @@ def test_checkpoint_default_panels_open_where_panel_layers_points(session):
 def test_a_panel_no_layer_can_show_is_one_clear_line(tmp_path, capsys):
     from lineage.cli.main import main
     bad = tmp_path / "bad.yaml"
-    bad.write_text("version: 1\ntitle: t\nmodel: {preset: tiny-kda}\ninput: {text: hi}\npanels: [{kind: attention}]\n")
+    bad.write_text("version: 1\ntitle: t\nmodel: {preset: tiny-kda}\ninput: {text: hi}\npanels: [{kind: decay}]\n"
+                   .replace("tiny-kda", "tiny-deltanet"))
     assert main(["validate", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"{bad}:5:17: panels[0].kind: tiny-kda has no layer the attention panel can show (it needs softmax/mla)"
+    assert err == f"{bad}:5:17: panels[0].kind: tiny-deltanet has no layer the decay panel can show (it needs gdn/kda/mamba2)"
