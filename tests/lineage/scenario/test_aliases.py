@@ -38,7 +38,9 @@ def test_ten_thousand_aliases_of_a_900_kb_string_are_scanned_once(scanned):
         loads(text, "big.yaml")
     lines = str(e.value).splitlines()
     assert lines and all(line.startswith("big.yaml:") and len(line) < 300 for line in lines)
-    assert "input.ids[9999]: expected an integer, got 'ab ab ab" in lines[-1]
+    assert "input.ids[19]: expected an integer, got 'ab ab ab" in lines[-2]     # the first 20 said,
+    assert lines[-1] == "big.yaml: and 9,980 more problems (the first 20 are shown)"   # then how many more
+    assert "input.ids[9999]: expected an integer, got 'ab ab ab" in str(e.value.problems[-1])   # all kept
     assert scanned[0] < 2 * len(text)          # once per string: 10,000 times would be 9 GB of scanning
 
 
