@@ -246,11 +246,13 @@ def tidy_partials(directory: str | Path) -> None:
         if not stat.S_ISREG(st.st_mode) or (me is not None and st.st_uid != me):
             continue
         here = named is not None and named[1] == _HOST
-        if (here and not _writer_alive(int(named[2]), f.name)) or (not here and now - st.st_mtime > _DAY):
+        if (here and not writer_alive(int(named[2]), f.name)) or (not here and now - st.st_mtime > _DAY):
             _remove(Path(f.path))
 
 
-def _writer_alive(pid: int, name: str) -> bool:
+def writer_alive(pid: int, name: str) -> bool:
+    """Whether the process of this host that named a partial `name` with `pid` may still be
+    writing it (the trace cache's partials too: both add the names they write to _writing)."""
     if pid == os.getpid():
         return name in _writing        # or an earlier process that had our pid left it
     return process_alive(pid)

@@ -33,18 +33,16 @@ frames without waiting for PyTorch, and a session's frames are kept as it makes 
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
 import os
 import re
-import socket
 import stat
 import threading
 import time
 from pathlib import Path
 
 from ..arithmetic import fmt_bytes
-from ..files import process_alive
+from ..files import _DAY, _HOST, _writing, writer_alive
 from ..files import publish as publish_file
 from ..files import read_regular, write_new
 from ..scenario.checks import total_steps
@@ -62,10 +60,7 @@ _TAG_TEXT = (_SIGNATURE + "\n# This file is a cache directory tag created by lin
              "# For information about cache directory tags, see https://bford.info/cachedir/\n")
 _ENTRY = re.compile(r"[0-9a-f]{32}\.trace")
 _PARTIAL = re.compile(r"[0-9a-f]{32}\.([0-9a-f]{8})-([0-9]{1,10})-[0-9]{1,10}\.partial")
-_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]    # pids mean something on this host only
 _SEQ = itertools.count()      # partials of one process differ too (the app may hold two sessions of a scenario)
-_writing: set[str] = set()    # the partials this process writes now (a container's next run often has its pid)
-_DAY = 86400
 
 
 def cache_dir() -> Path | None:
@@ -450,7 +445,7 @@ def _tidy(where: Path) -> None:
             continue
         if partial is None:
             entries.append((st.st_mtime, st.st_size, Path(f.path)))
-        elif now - st.st_mtime > _DAY or (partial[1] == _HOST and not _alive(int(partial[2]), f.name)):
+        elif now - st.st_mtime > _DAY or (partial[1] == _HOST and not writer_alive(int(partial[2]), f.name)):
             _delete(Path(f.path))
     total = sum(size for _, size, _ in entries)
     for _, size, f in sorted(entries):
@@ -458,13 +453,6 @@ def _tidy(where: Path) -> None:
             break
         _delete(f)
         total -= size
-
-
-def _alive(pid: int, name: str) -> bool:
-    """Whether the process that named a partial of this host may still be writing it."""
-    if pid == os.getpid():
-        return name in _writing        # or an earlier process that had our pid left it
-    return process_alive(pid)
 
 
 def _delete(path: Path) -> None:
