@@ -17,6 +17,7 @@ import numpy as np
 
 from ..arithmetic import measured_memory
 from ..observed import AttentionObs, RoutingObs, StateObs, StepObs
+from .effective import Window
 
 
 # -- the records (eq=False where they hold arrays: equal frames are Frame.__eq__'s business) -----
@@ -341,7 +342,6 @@ def lm_fields(obs: StepObs, cfg, load: dict, watch: frozenset | None = None, ahe
                 if mx.alpha is not None:    # the frame key is "decay" (traces keep it); it holds alpha
                     want[p + "decay"] = (mx.alpha[0], "f32")              # (H,) or (H, K)
                 if follow is not None and mx.q is not None:
-                    from .effective import Window
                     row, shares, before = follow.setdefault(i, Window()).step(mx)
                     want[p + "attn"] = (row, "compact")                   # (H, n): the last n positions
                     want[p + "attn_share"] = (shares, "f32")              # (H, n)

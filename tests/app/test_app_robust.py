@@ -229,6 +229,20 @@ FLOOD_KEYS = ["enter", "enter", "escape", "g", "0", "1", "2", "5", "9", "questio
               "right_curly_bracket", "t", "x"]
 
 
+async def flood(app, pilot, rng, keys, total):
+    """`total` keys drawn from `keys` by rng, in bursts of 1-8 with short pauses; the app must
+    keep running through them."""
+    pressed = 0
+    while pressed < total:
+        n = rng.randint(1, 8)
+        burst(app, rng.choices(keys, k=n))
+        pressed += n
+        await pilot.pause(rng.choice([0, 0, 0.01, 0.05]))
+        assert app.is_running, f"the app stopped after {pressed} keys"
+    await pilot.pause(0.5)
+    assert app.is_running and app.return_code is None
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_flood_of_keys_leaves_the_app_running(seed, trace, tmp_path):
     rng = random.Random(seed)
@@ -238,15 +252,7 @@ def test_a_flood_of_keys_leaves_the_app_running(seed, trace, tmp_path):
         app.snapshot_dir = tmp_path                   # `s` writes its snapshots here
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot, app, 0)
-            pressed = 0
-            while pressed < 300:
-                n = rng.randint(1, 8)
-                burst(app, rng.choices(FLOOD_KEYS, k=n))
-                pressed += n
-                await pilot.pause(rng.choice([0, 0, 0.01, 0.05]))
-                assert app.is_running, f"the app stopped after {pressed} keys"
-            await pilot.pause(0.5)
-            assert app.is_running and app.return_code is None
+            await flood(app, pilot, rng, FLOOD_KEYS, 300)
             # and it still answers: close whatever is open, then step
             for _ in range(4):
                 if len(app.screen_stack) == 1:
@@ -279,15 +285,7 @@ def test_a_flood_of_2000_mixed_keys_at_80x24_leaves_the_app_running(seed, trace,
         app.snapshot_dir = tmp_path
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot, app, 0)
-            pressed = 0
-            while pressed < 2000:
-                n = rng.randint(1, 8)
-                burst(app, rng.choices(MIXED_KEYS, k=n))
-                pressed += n
-                await pilot.pause(rng.choice([0, 0, 0.01, 0.05]))
-                assert app.is_running, f"the app stopped after {pressed} keys"
-            await pilot.pause(0.5)
-            assert app.is_running and app.return_code is None
+            await flood(app, pilot, rng, MIXED_KEYS, 2000)
     run(go())
 
 
