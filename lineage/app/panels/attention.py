@@ -158,7 +158,7 @@ def head_lines(view: AttentionPanelView) -> list[str]:
 
 
 def _top(entries) -> str:
-    return ", ".join(f"'{lab}'@{q} {w:+.2f}" if w < 0 else f"'{lab}'@{q} {w:.2f}" for q, lab, w in entries)
+    return ", ".join(f"'{lab}'@{q} {w:+.2f}" if w <= -0.005 else f"'{lab}'@{q} {abs(w):.2f}" for q, lab, w in entries)
 
 
 def beside(view: AttentionPanelView) -> int:
@@ -246,6 +246,7 @@ def lines(view, width: int) -> list[str]:
 
 def _fold(x: float) -> str:
     """The number left of a row, in FOLD - 1 characters and its mark: '0.12◂', '-.31◂'."""
+    x = 0.0 if abs(x) < 0.005 else x                     # no "-.00" for a share that rounds to zero
     text = f"{x:.2f}" if -0.995 < x < 9.995 else f"{x:.1f}" if -9.95 < x < 99.95 else f"{x:.0f}"
     text = text.replace("-0.", "-.")                     # -0.31 in four characters
     return f"{text[:FOLD - 1]:>{FOLD - 1}}◂"
