@@ -1,6 +1,7 @@
-"""Per head, the softmax weights the current token puts on every cached position (each row sums
-to 1), with the tokens as column labels. What a KV cache (GPT-2's, MLA's latent one) is read for,
-beside the fixed states that replace it.
+"""Per head, the weights this token puts on every earlier position, under their tokens: a KV
+cache's softmax weights (each row sums to 1), or a recurrent layer's effective attention (signed:
+the exact weights its state's read-out gives each value written). What a KV cache (GPT-2's, MLA's
+latent one) is read for, beside the fixed states that replace it.
 
 Rows are heads, columns positions 0 .. pos, newest right (the last column is this token itself).
 When the positions outnumber the columns, the newest ones are shown and the rest are folded into
@@ -56,7 +57,8 @@ class AttentionPanelView:
     first: int                 # the first position shown; the `first` positions before it are folded
     labels: tuple              # the token label of each shown position
     hidden: np.ndarray         # (shown heads,) the summed weight on the folded positions
-    tops: tuple                # per shown head: ((position, label, weight), ...), its TOP largest anywhere
+    tops: tuple                # per shown head: ((position, label, weight, share), ...), its TOP largest
+                               # anywhere; share: (signed) that position's share of the read-out, else None
     cw: int                    # columns a position takes on screen
     width: int                 # the characters a line has (the top weights go beside the rows if they fit)
     prefilled: int             # positions 0 .. prefilled - 1 came from the prefill (labels "?")
@@ -103,8 +105,10 @@ def prepare(cur, i: int, p: dict, width: int):
         j = q - prefilled
         return PREFILLED if j < 0 else label(cur.frame(j).token().text, byte_names)
 
-    tops = tuple(tuple((start + int(q), named(start + int(q)), float(row[q]))
-                       for q in np.argsort(-np.abs(row), kind="stable")[:TOP]) for row in W)
+    shares = rows.shares[lo:lo + MAX_HEADS].astype(np.float64) if signed else None   # (shown heads, L)
+    tops = tuple(tuple((start + int(q), named(start + int(q)), float(row[q]),
+                        None if shares is None else float(shares[n, q]))
+                       for q in np.argsort(-np.abs(row), kind="stable")[:TOP]) for n, row in enumerate(W))
     # columns: two a position if all fit so with the top weights beside the rows, else one; then
     # two without them, one; too many positions for one each: the newest, the rest folded
     room = max(20, width - 4) - (2 + len(str(H - 1)) + 1)             # less the row's "▸h0 "
@@ -114,7 +118,6 @@ def prepare(cur, i: int, p: dict, width: int):
     cw, first = next(((c, 0) for need, c in ((2 * L + side, 2), (L + side, 1), (2 * L, 2), (L, 1)) if need <= room),
                      (1, L - max(1, room - FOLD)))
     if signed:      # the share of the read-out from before the first position drawn
-        shares = rows.shares[lo:lo + MAX_HEADS].astype(np.float64)
         hidden = rows.before[lo:lo + MAX_HEADS].astype(np.float64) + shares[:, :first].sum(axis=1)
     else:
         hidden = W[:, :first].sum(axis=1)
@@ -145,7 +148,7 @@ def head_lines(view: AttentionPanelView) -> list[str]:
         return [f"attention: {view.name} layer {view.layer} {view.mixer}, step {view.step + 1}: "
                 f"'{view.token}' at position {view.pos}",
                 f"  the attention its state implements: a row per head, the weight on each value written at "
-                f"{view.first}-{view.pos}; a negative weight takes that value away (as the delta rule corrects)",
+                f"{view.first}-{view.pos}; a negative weight subtracts that value from the read-out",
                 f"  ◂ the share of the read-out from what the state held before position {view.first}; "
                 f"with the drawn positions' shares it adds up to the read-out"]
     if not view.first:
@@ -158,7 +161,22 @@ def head_lines(view: AttentionPanelView) -> list[str]:
 
 
 def _top(entries) -> str:
-    return ", ".join(f"'{lab}'@{q} {w:+.2f}" if w <= -0.005 else f"'{lab}'@{q} {abs(w):.2f}" for q, lab, w in entries)
+    """'token'@position weight; a state's weights (no scale of 1 to read them on) in two significant
+    digits, with the share of the read-out that position gives: "'r'@12 +0.0070 (69%)"."""
+    def one(q, lab, w, share) -> str:
+        if share is None:
+            return f"'{lab}'@{q} {w:+.2f}" if w <= -0.005 else f"'{lab}'@{q} {abs(w):.2f}"
+        return f"'{lab}'@{q} {_signed(w)} ({100 * share:.0f}%)".replace("(-0%)", "(0%)")
+    return ", ".join(one(*e) for e in entries)
+
+
+def _signed(x: float) -> str:
+    """A state's weight in two significant digits, at most four decimals: +0.0070, -0.045, +1.2."""
+    if x == 0 or not np.isfinite(x):
+        return f"{x:+.2f}"
+    digits = min(4, max(2, 1 - int(np.floor(np.log10(abs(x))))))
+    text = f"{x:+.{digits}f}"
+    return "0.0000" if float(text) == 0 else text
 
 
 def beside(view: AttentionPanelView) -> int:
@@ -208,7 +226,7 @@ def key_line(view: AttentionPanelView) -> str:
 def top_lines(view: AttentionPanelView) -> list[str]:
     out = []
     if not beside(view):
-        out.append("  top weights, 'token'@position weight:")
+        out.append(f"  top weights, {_as(view)}:")
         out += [f"  h{view.first_head + n}: " + _top(top) for n, top in enumerate(view.tops)]
     if len(view.tops) < view.heads:
         last = view.first_head + len(view.tops) - 1
@@ -219,9 +237,13 @@ def top_lines(view: AttentionPanelView) -> list[str]:
     return out
 
 
+def _as(view: AttentionPanelView) -> str:
+    return "'token'@position weight" + (" (its share of the read-out)" if view.signed else "")
+
+
 def beside_line(view: AttentionPanelView) -> list[str]:
     k = beside(view)
-    return [f"  beside each row: its top {k} weights, as 'token'@position weight"] if k else []
+    return [f"  beside each row: its top {k} weights, as {_as(view)}"] if k else []
 
 
 def lines(view, width: int) -> list[str]:
@@ -237,8 +259,8 @@ def lines(view, width: int) -> list[str]:
     out += label_lines(view)
     out += [tick_line(view), key_line(view)]
     if view.signed:
-        out.append(f"  scale '{palette.NEG[-1]}' -{vmax:.2f} .. '{palette.POS[0]}' 0 .. '{palette.POS[-1]}' "
-                   f"+{vmax:.2f} (largest shown)")
+        out.append(f"  scale '{palette.NEG[-1]}' {_signed(-vmax)} .. '{palette.POS[0]}' 0 .. '{palette.POS[-1]}' "
+                   f"{_signed(vmax)} (largest shown)")
     else:
         out.append(f"  scale '{RAMP[0]}' 0 .. '{RAMP[-1]}' {vmax:.2f} (largest shown)")
     return out + beside_line(view) + top_lines(view)
@@ -304,10 +326,10 @@ class AttentionPanel(TextPanel):
         for line in label_lines(view) + [tick_line(view), key_line(view)]:
             t.append("\n" + line)
         scale = "diverging" if view.signed else "sequential"
-        t.append(f"\n  scale {f'-{vmax:.2f}' if view.signed else '0'} ")
+        t.append(f"\n  scale {_signed(-vmax) if view.signed else '0'} ")
         for c in palette.colours(scale, dark):
             t.append("██", Style(color=c))
-        t.append(f" {'+' if view.signed else ''}{vmax:.2f} (largest shown)")
+        t.append(f" {_signed(vmax) if view.signed else f'{vmax:.2f}'} (largest shown)")
         for line in beside_line(view) + top_lines(view):
             t.append("\n" + line)
         return t

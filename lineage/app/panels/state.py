@@ -1,4 +1,10 @@
-"""The K x V state of one layer and head: S, the last write (delta S) or the read-back error."""
+"""The K x V state of one layer and head (S, the last write delta S, or the read-back error); a
+query q reads q S, the read-out that the attention panel splits over the positions that wrote S.
+
+Both views hold the same memory: S is what is stored, summed over every write; the attention
+panel's rows (lineage.playback.effective) are how much each of those writes, carried forward
+through the later decays and corrections, gives this token's read-out.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -57,6 +63,8 @@ def lines(view, width: int) -> list[str]:
         out.append(f"  |v - read| = {np.linalg.norm(M):.4f}   |v| = {np.linalg.norm(view.v):.4f}")
         return out
     out.append(f"  {M.shape[0]} x {M.shape[1]}, max |value| {np.abs(M).max():.4f}, norm {np.linalg.norm(M):.4f}")
+    if view.quantity == "S":
+        out.append("  a query q reads q S: the attention panel splits that read-out over the positions that wrote S")
     if M.size <= 64:
         out += ["  " + " ".join(f"{x:+.3f}" for x in row) for row in M]
     else:

@@ -22,7 +22,7 @@ from lineage.app.panels import render
 SC = Path(__file__).parents[3] / "lineage" / "scenarios"
 LESSONS = ["fig1_param_ratio", "fig2_kv_cache", "fig3_two_facts", "fig3_dials", "fig4_chunk_dial", "fig5_gating",
            "fig6_channel_decay", "fig7_k3_layer_map", "fig8_moe_sparsity", "fig9_memory_table", "recall",
-           "recall_overload", "decayed_memory", "active_params", "decode_bytes", "gated_mla"]
+           "recall_overload", "decayed_memory", "active_params", "decode_bytes", "gated_mla", "effective_attention"]
 NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.,])\d+\.\d+")
 # numbers a caption derives rather than reads (each with why it is not on screen)
 DERIVED = {
@@ -106,6 +106,33 @@ def test_decayed_memory_oldest_reads_wrong_then_fades():
     assert _wrong(s.frame(7), 0)[0] == 1 and _wrong(s.frame(7), 1)[0] == 0
     before, after = s.frame(7).recall(0).recall.max(1), s.end().recall(0).recall.max(1)
     assert (after < before).all() and np.allclose(s.frame(7).recall(1).recall, s.end().recall(1).recall)
+
+
+def test_effective_attention_reads_where_its_captions_say():
+    """Steps 33-64 (frames 32-63): at every key asked again, softmax layer 0 head 0's largest weight
+    and DeltaNet layer 0 head 0's largest share of the read-out are on the position after the key's
+    pair, KDA layer 1 head 0's largest weight on the value; at step 33 the numbers the caption gives."""
+    sc = load(SC / "effective_attention.yaml")
+    s = Session(sc, device="cpu")
+    ids = sc.input.ids
+    asked = [t for t in range(32, s.total) if t % 2 == 0]
+    assert len(asked) == 16
+    for t in asked:
+        f = s.frame(t)
+        key = ids.index(ids[t])                        # where the pair was written
+        assert key < 32 and key % 2 == 0 and f.token().pos == t
+        assert [int(f.guesses(m).ids[0]) for m in range(3)] == [ids[key + 1]] * 3, t
+        soft, delta, kda = f.attention(0, 0), f.attention(1, 0), f.attention(2, 1)
+        assert int(np.argmax(soft.weights[0])) == key + 2, t
+        assert int(np.argmax(delta.shares[0])) == key + 2, t
+        assert int(np.argmax(kda.weights[0])) == key + 1, t
+    f = s.frame(32)
+    assert ids[10:12] == [ids[32], 252] and float(f.guesses(0).probs[0]) > 0.9995
+    assert round(float(f.attention(0, 0).weights[0, 12]), 2) == 1.00
+    delta, kda = f.attention(1, 0), f.attention(2, 1)
+    assert (round(float(delta.weights[0, 12]), 4), round(100 * float(delta.shares[0, 12]))) == (0.0070, 69)
+    assert (round(float(kda.weights[0, 11]), 3), round(100 * float(kda.shares[0, 11]))) == (0.045, 78)
+    assert (delta.weights < 0).any() and (kda.weights < 0).any()     # "small signed weights"
 
 
 def test_fig9_crossovers():
