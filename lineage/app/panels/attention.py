@@ -147,10 +147,9 @@ def head_lines(view: AttentionPanelView) -> list[str]:
     if view.signed:
         return [f"attention: {view.name} layer {view.layer} {view.mixer}, step {view.step + 1}: "
                 f"'{view.token}' at position {view.pos}",
-                f"  the attention its state implements: a row per head, the weight on each value written at "
-                f"{view.first}-{view.pos}; a negative weight subtracts that value from the read-out",
-                f"  ◂ the share of the read-out from what the state held before position {view.first}; "
-                f"with the drawn positions' shares it adds up to the read-out"]
+                f"  the attention its state implements: each value's weight in the read-out, signed "
+                f"({view.first}-{view.pos})",
+                f"  ◂ the read-out's share held before position {view.first}; with the drawn shares it adds up to 1"]
     if not view.first:
         shown = f"all {view.pos + 1} shown"
     else:
