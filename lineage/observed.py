@@ -1,7 +1,8 @@
 """What an observed step reports: one frozen record per kind of sublayer, filled in by the
 sublayer itself, read by `lineage.playback.observe` (which turns batch element 0 into frame
 fields). A mixer's `step(x, state, obs)` sets `obs.mixer`, an FFN's sets `obs.ffn`; a sublayer
-with nothing to show (a dense FFN) leaves its slot None.
+with nothing to show (a dense FFN) leaves its slot None. Which fields a frame keeps, under which
+key and how, is declared once by field name in that module's tables (STATE, ROUTING, ...).
 
 Tensors keep the batch dimension B and stay where they were computed (a GPU's stay there until
 the frame is made, so only what the open panels show is copied). No torch import: the records

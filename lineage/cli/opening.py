@@ -42,7 +42,7 @@ def as_given(text: str) -> str:
 
 # what only a programming error raises (bad data is a FrameProblem or a TraceError, a file an
 # OSError, a model that runs out of memory a RuntimeError): the app names the line of ours that
-# raised one (screens/main._where), the command line lets it through with its traceback
+# raised one (screens/stepping._where), the command line lets it through with its traceback
 BUGS = (TypeError, AttributeError, IndexError, KeyError, NameError, AssertionError, ZeroDivisionError)
 
 

@@ -1,6 +1,11 @@
 """The frame contract: every field a frame holds is named here, written here from a model's
 observations, and read back here as a small typed record. Nothing else spells a field key.
 
+Every array a frame holds is declared once, in the tables below: each observed quantity's
+field, as the model's record (lineage.observed) names it, with its frame key and how it is
+stored. `lm_fields` writes by them and `Views` reads by them; a key
+renamed since traces were recorded is read through `RENAMED`, the one alias table.
+
 Write side (torch in, numpy out; torch itself is never imported): `lm_fields` and
 `memory_fields` turn one model's step into (meta, arrays), `side_by_side` files several models'
 arrays under "m{model}/", `token_meta` and `step_meta` give the step's own fields.
@@ -12,12 +17,57 @@ panel reads these records' fields and never recomputes mechanism arithmetic.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from ..arithmetic import measured_memory
 from ..observed import AttentionObs, RoutingObs, StateObs, StepObs
 from .effective import Window
+
+
+# -- the fields ---------------------------------------------------------------------------------
+class Stored(NamedTuple):
+    """How one observed quantity sits in a frame: its key, under "m{model}/l{layer}/" (a layer's)
+    or "m{model}/" (the step's), and how it crosses to the host (host_copy.to_host): "compact"
+    (float16 where the values fit it), "f32" or "i32"; a toy memory's are kept as made ("f64",
+    its state's too: its frames are exact)."""
+    key: str
+    how: str
+
+
+# field -> how it is stored, one table per record. A field is named as the model's record
+# (lineage.observed) names it, and as the frame's record below does where that takes a table whole
+STATE = {"S": Stored("S", "compact"),               # StateObs -> StateView          (H, K, V)
+         "dS": Stored("dS", "compact"),             #                                (H, K, V)
+         "k": Stored("k", "f32"),                   #                                (H, K)
+         "v": Stored("v", "f32"),                   #                                (H, V)
+         "read": Stored("read", "f32"),             #                                (H, V)
+         "beta": Stored("beta", "f32")}             #                                (H,)
+DECAY = {"alpha": Stored("alpha", "f32")}           # StateObs -> DecayView          (H,) or (H, K)
+ROWS = {"weights": Stored("attn", "compact"),       # AttentionObs, effective.Window -> AttentionRows (H, L)
+        "shares": Stored("attn_share", "f32"),      # effective.Window only          (H, L)
+        "before": Stored("attn_before", "f32")}     #                                (H,)
+GATE = {"gate": Stored("gate", "f32")}              # AttentionObs (gated MLA) -> Views.gate  (H, dv)
+ROUTING = {"scores": Stored("scores", "f32"),       # RoutingObs -> RoutingView      (E,)
+           "experts": Stored("experts", "i32"),     #                                (k,)
+           "weights": Stored("weights", "f32"),     #                                (k,)
+           "shared_share": Stored("shared_share", "f32"),   # (1,), kept in the layer's meta
+           "load": Stored("load", "i32")}           # counted here from experts      (E,)
+DEPTH = {"mixer": Stored("attnres0", "f32"),        # LayerObs.attnres -> DepthRead, by part  (N,)
+         "ffn": Stored("attnres1", "f32")}
+STEP = {"attnres_final": Stored("attnres_final", "f32"),   # StepObs -> DepthView.final   (N,)
+        "top_ids": Stored("top_ids", "i32"),        # StepObs -> GuessView           (top,)
+        "top_probs": Stored("top_probs", "f32")}    #                                (top,)
+RECALL = {"keys": Stored("recall_keys", "i32"),     # a toy memory's -> RecallView   (n,)
+          "recall": Stored("recall", "f64"),        #                                (n, V)
+          "target": Stored("target", "f64")}        #                                (n, V)
+READOUT = {"out": Stored("out", "f64")}             # a toy memory's -> Views.readout (V,)
+TABLES = (STATE, DECAY, ROWS, GATE, ROUTING, DEPTH, STEP, RECALL, READOUT)
+
+# a trace's key recorded before it was renamed -> its key now (read where the new one is missing)
+RENAMED = {"decay": "alpha"}        # it always held alpha = e^g, never the decay rate
+_WAS = {new: old for old, new in RENAMED.items()}
 
 
 # -- the records (eq=False where they hold arrays: equal frames are Frame.__eq__'s business) -----
@@ -171,45 +221,50 @@ class RecallView:
 class Views:
     """The records of a frame; Frame inherits these (its `meta` and `arrays` are the storage)."""
 
-    def _array(self, m: int, name: str, layer: int | None = None):
-        return self.arrays.get(f"m{m}/{name}" if layer is None else f"m{m}/l{layer}/{name}")
+    def _array(self, m: int, field: Stored, layer: int | None = None):
+        at = f"m{m}/" if layer is None else f"m{m}/l{layer}/"
+        a = self.arrays.get(at + field.key)
+        if a is None and field.key in _WAS:        # a trace recorded before the key was renamed
+            a = self.arrays.get(at + _WAS[field.key])
+        return a
+
+    def _fields(self, table: dict, m: int, layer: int | None = None) -> dict:
+        """field -> its array in this frame (None where the frame has none), for a table's fields."""
+        return {name: self._array(m, field, layer) for name, field in table.items()}
 
     def _layer(self, m: int, layer: int) -> dict:
         return self.meta["models"][m]["layers"][layer]
 
     def state(self, m: int, layer: int) -> StateView | None:
-        S = self._array(m, "S", layer)
-        if S is None:
+        f = self._fields(STATE, m, layer)
+        if f["S"] is None:
             return None
         mixer = self._layer(m, layer)["mixer"]
-        k, v, read, beta = (self._array(m, n, layer) for n in ("k", "v", "read", "beta"))
-        dS = self._array(m, "dS", layer)
-        if dS is None:          # a trace recorded before frames kept the write: rebuild it
-            dS = _write(mixer, k, v, read, beta)
-        return StateView(mixer, S, dS, k, v, read, beta)
+        if f["dS"] is None:     # a trace recorded before frames kept the write: rebuild it
+            f["dS"] = _write(mixer, f["k"], f["v"], f["read"], f["beta"])
+        return StateView(mixer, **f)
 
     def decay(self, m: int, layer: int) -> DecayView | None:
-        d = self._array(m, "decay", layer)
-        return None if d is None else DecayView(d)
+        f = self._fields(DECAY, m, layer)
+        return None if f["alpha"] is None else DecayView(**f)
 
     def attention(self, m: int, layer: int) -> AttentionRows | None:
         """None where the layer does not attend, or a large checkpoint's frames keep another's."""
-        w = self._array(m, "attn", layer)
-        return None if w is None else AttentionRows(w, self._array(m, "attn_share", layer),
-                                                     self._array(m, "attn_before", layer))
+        f = self._fields(ROWS, m, layer)
+        return None if f["weights"] is None else AttentionRows(**f)
 
     def routing(self, m: int, layer: int) -> RoutingView | None:
-        experts = self._array(m, "experts", layer)
-        if experts is None:
+        f = self._fields(ROUTING, m, layer)
+        if f["experts"] is None:
             return None
-        return RoutingView(self._array(m, "scores", layer), experts, self._array(m, "weights", layer),
-                           self._array(m, "load", layer), self._layer(m, layer).get("shared_share"))
+        f["shared_share"] = self._layer(m, layer).get(ROUTING["shared_share"].key)   # a float in the meta
+        return RoutingView(**f)
 
     def depth(self, m: int) -> DepthView:
         reads = tuple(DepthRead(layer, part, w) for layer in range(len(self.meta["models"][m]["layers"]))
-                      for j, part in enumerate(("mixer", "ffn"))
-                      if (w := self._array(m, f"attnres{j}", layer)) is not None)
-        return DepthView(reads, self._array(m, "attnres_final"))
+                      for part, field in DEPTH.items()
+                      if (w := self._array(m, field, layer)) is not None)
+        return DepthView(reads, self._array(m, STEP["attnres_final"]))
 
     def cache(self, m: int, cfg) -> CacheView:
         """cfg: the model's ModelConfig (`cursor.model_config(m)`)."""
@@ -218,7 +273,7 @@ class Views:
     def gate(self, m: int, layer: int) -> np.ndarray | None:
         """(H, dv) gated MLA's output gate, sigmoid(g_proj(x)): how much of each channel's
         retrieval the layer keeps (None where the layer has no gate)."""
-        return self._array(m, "gate", layer)
+        return self._array(m, GATE["gate"], layer)
 
     def token(self) -> TokenView | None:
         """The step's token (None in a toy memory's frames, which have events)."""
@@ -228,11 +283,12 @@ class Views:
         return TokenView(mt["pos"], mt["token"], mt["text"], mt["source"], mt.get("answer"))
 
     def guesses(self, m: int) -> GuessView:
-        return GuessView(self._array(m, "top_ids"), self._array(m, "top_probs"), self.meta["models"][m].get("top_text"))
+        return GuessView(self._array(m, STEP["top_ids"]), self._array(m, STEP["top_probs"]),
+                         self.meta["models"][m].get("top_text"))
 
     def recall(self, m: int) -> RecallView | None:
-        keys = self._array(m, "recall_keys")
-        return None if keys is None else RecallView(keys, self._array(m, "recall"), self._array(m, "target"))
+        f = self._fields(RECALL, m)
+        return None if f["keys"] is None else RecallView(**f)
 
     def event(self) -> str | None:
         """A toy memory's event at this step (write, read, ...), as shown."""
@@ -240,7 +296,7 @@ class Views:
 
     def readout(self, m: int) -> np.ndarray | None:
         """(V,) what a toy memory read back at a read event."""
-        return self._array(m, "out")
+        return self._array(m, READOUT["out"])
 
     def caption(self) -> str | None:
         return self.meta.get("caption")
@@ -273,6 +329,11 @@ def token_meta(pos: int, token: int, text: str, source: str, answer, next_input:
     return meta
 
 
+def guess_ids(arrays: dict, m: int) -> np.ndarray:
+    """Model m's next-token guesses (top,) in a step's arrays, before they are a frame."""
+    return arrays[f"m{m}/{STEP['top_ids'].key}"]
+
+
 def guess_texts(model_meta: dict, texts: list[str]) -> None:
     """A model's next-token guesses spelled by its tokenizer (read back by `guesses`)."""
     model_meta["top_text"] = texts
@@ -300,13 +361,12 @@ def memory_step_fields(label: str, model_steps) -> tuple[dict, dict]:
 
 def memory_fields(o: dict, rule: str, label: str) -> tuple[dict, dict]:
     """A toy memory's step (float64 tensors, one head) -> (meta, arrays) with a head axis of 1."""
-    arrays = {"l0/S": o["S"].numpy()[None], "l0/dS": o["dS"].numpy()[None], "l0/k": o["k"].numpy()[None],
-              "l0/v": o["v"].numpy()[None], "l0/read": o["read"].numpy()[None],
-              "l0/decay": o["decay"].numpy()[None], "l0/beta": np.array([o["beta"]]),
-              "recall": o["recall"].numpy(), "target": o["target"].numpy(),
-              "recall_keys": np.array(o["recall_keys"], dtype=np.int32)}
+    # o names its fields as the tables do (playback/toy.py); kept in float64, as the memory made them
+    arrays = {"l0/" + f.key: np.asarray(o[name])[None] for name, f in (STATE | DECAY).items()}
+    arrays.update((f.key, np.asarray(o[name], dtype=np.int32 if f.how == "i32" else None))
+                  for name, f in RECALL.items())
     if o["out"] is not None:
-        arrays["out"] = o["out"].numpy()
+        arrays[READOUT["out"].key] = o["out"].numpy()
     return {"layers": [{"mixer": rule, "ffn": "none"}], "event": label}, arrays
 
 
@@ -333,60 +393,64 @@ def lm_fields(obs: StepObs, cfg, load: dict, watch: frozenset | None = None, ahe
         if isinstance(mx, StateObs):
             meta["state_bytes"] = int(mx.state_bytes)
             if shown:
-                want[p + "S"] = (mx.S[0], "compact")                      # (H, K, V)
-                want[p + "dS"] = (mx.dS[0], "compact")                    # (H, K, V)
-                for name in ("k", "v", "read"):
-                    want[p + name] = (getattr(mx, name)[0], "f32")        # (H, K) / (H, V)
-                if mx.beta is not None:
-                    want[p + "beta"] = (mx.beta[0], "f32")                # (H,)
-                if mx.alpha is not None:    # the frame key is "decay" (traces keep it); it holds alpha
-                    want[p + "decay"] = (mx.alpha[0], "f32")              # (H,) or (H, K)
+                _put(want, p, STATE, _first(mx, STATE))
+                _put(want, p, DECAY, _first(mx, DECAY))
                 if follow is not None and mx.q is not None:
+                    # the last n positions' row, their shares and the share before them
                     row, shares, before = follow.setdefault(i, Window()).step(mx)
-                    want[p + "attn"] = (row, "compact")                   # (H, n): the last n positions
-                    want[p + "attn_share"] = (shares, "f32")              # (H, n)
-                    want[p + "attn_before"] = (before, "f32")             # (H,)
+                    _put(want, p, ROWS, dict(weights=row, shares=shares, before=before))
         if isinstance(mx, AttentionObs):
             meta["cache_len"], meta["cache_bytes"] = int(mx.cache_len), int(mx.cache_bytes)
             if shown:
                 # (H, L): this token's weights over positions 0 .. pos; a static (graph) cache attends
                 # over its whole buffer, whose unwritten tail gets 0: keep the written part
-                want[p + "attn"] = (mx.weights[0][:, :int(mx.length)], "compact")
+                _put(want, p, ROWS, dict(weights=mx.weights[0][:, :int(mx.length)]))
             if mx.gate is not None:                                      # gated MLA's output gate
-                want[p + "gate"] = (mx.gate[0].reshape(cfg.mla.n_heads, -1), "f32")   # (H, dv)
+                _put(want, p, GATE, dict(gate=mx.gate[0].reshape(cfg.mla.n_heads, -1)))   # (H, dv)
         if isinstance(ff, RoutingObs):
-            want[p + "scores"] = (ff.scores[0], "f32")                   # (E,)
-            want[p + "experts"] = (ff.experts[0], "i32")                 # (k,)
-            want[p + "weights"] = (ff.weights[0], "f32")                 # (k,)
-            if ff.shared_share is not None:
-                want[p + "shared_share"] = (ff.shared_share[:1], "f32")  # read into meta below
+            # the shared experts' share crosses with the rest and is read into the meta below
+            share = None if ff.shared_share is None else ff.shared_share[:1]
+            _put(want, p, ROUTING, dict(_first(ff, ("scores", "experts", "weights")), shared_share=share))
             routed.append((i, meta))
-        for j, w in enumerate(lo.attnres or ()):
-            want[p + f"attnres{j}"] = (w[:, 0], "f32")                   # (N,) sources of this point
+        _put(want, p, DEPTH, {part: w[:, 0] for part, w in zip(DEPTH, lo.attnres or ())})   # sources so far
         layers.append(meta)
-    if obs.attnres_final is not None:
-        want["attnres_final"] = (obs.attnres_final[:, 0], "f32")
-    want["top_ids"] = (obs.top_ids[0], "i32")
-    want["top_probs"] = (obs.top_probs[0], "f32")
+    final = None if obs.attnres_final is None else obs.attnres_final[:, 0]
+    _put(want, "", STEP, dict(attnres_final=final, top_ids=obs.top_ids[0], top_probs=obs.top_probs[0]))
     arrays = to_host(want, ahead)
+    share_key, experts_key, load_key = (ROUTING[n].key for n in ("shared_share", "experts", "load"))
     for i, meta in routed:
         p = f"l{i}/"
-        share = arrays.pop(p + "shared_share", None)
+        share = arrays.pop(p + share_key, None)
         if share is not None:
-            meta["shared_share"] = float(share[0])
+            meta[share_key] = float(share[0])
         counts = load.setdefault(i, np.zeros(cfg.moe.n_experts, dtype=np.int32))
-        counts[arrays[p + "experts"]] += 1
-        arrays[p + "load"] = counts.copy()                               # (E,)
+        counts[arrays[p + experts_key]] += 1
+        arrays[p + load_key] = counts.copy()                             # (E,)
     return {"layers": layers}, _in_order(arrays, want)
+
+
+def _first(record, fields) -> dict:
+    """Batch element 0 of a record's fields (None stays None)."""
+    return {name: None if (t := getattr(record, name)) is None else t[0] for name in fields}
+
+
+def _put(want: dict, prefix: str, table: dict, values: dict) -> None:
+    """want[frame key] = (tensor, how it is stored) for each of the table's fields in `values`
+    that is not None, in the table's order (a frame's order, and so a trace's bytes)."""
+    for name, field in table.items():
+        if values.get(name) is not None:
+            want[prefix + field.key] = (values[name], field.how)
 
 
 def _in_order(arrays: dict, want: dict) -> dict:
     """The arrays in the order a frame has always listed them: each layer's own, its load after
     its routing, then the step's (a trace's bytes do not depend on how they crossed)."""
+    weights, load = ROUTING["weights"].key, ROUTING["load"].key
     out = {}
     for k in want:
         if k in arrays:
             out[k] = arrays[k]
-            if k.endswith("/weights") and k[:-len("weights")] + "load" in arrays:
-                out[k[:-len("weights")] + "load"] = arrays[k[:-len("weights")] + "load"]
+            layer, _, name = k.rpartition("/")
+            if name == weights and f"{layer}/{load}" in arrays:
+                out[f"{layer}/{load}"] = arrays[f"{layer}/{load}"]
     return out

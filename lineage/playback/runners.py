@@ -198,7 +198,7 @@ class LMRunner:
         meta, arrays = observe.lm_step_fields(fields, (r.step(int(token), ahead) for r in self.models))
         if self.tokenizer is not None or self.as_ids:   # the guesses as text too: a replay has no tokenizer to ask
             for m, mm in enumerate(meta["models"]):
-                texts = [self._text(int(t)) for t in arrays[f"m{m}/top_ids"]]
+                texts = [self._text(int(t)) for t in observe.guess_ids(arrays, m)]
                 observe.guess_texts(mm, [t.rstrip() for t in texts] if self.as_ids else texts)
         return meta, arrays
 

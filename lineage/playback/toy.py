@@ -79,9 +79,10 @@ class Memory:
         ids = list(self.written)
         recall = (self.keys[ids] @ self.S) if ids else torch.zeros(0, V, dtype=dt)
         target = self.values[[self.written[i] for i in ids]] if ids else recall
-        return {"S": self.S.clone(), "dS": dS, "k": k, "v": v, "read": read, "decay": decay,
+        # named as the frame's tables name their fields (playback/observe.py: STATE, DECAY, RECALL, READOUT)
+        return {"S": self.S.clone(), "dS": dS, "k": k, "v": v, "read": read, "alpha": decay,
                 "beta": beta, "out": out if ev.kind == "read" else None,
-                "recall_keys": ids, "recall": recall, "target": target}
+                "keys": ids, "recall": recall, "target": target}
 
 
 def _op(rule: str, k: Tensor, v: Tensor, beta: float, log_decay: Tensor, S: Tensor) -> tuple[Tensor, Tensor]:

@@ -3,7 +3,7 @@ lineage's: a frame in another package (PyYAML, beside us in site-packages or the
 .venv) is not reported as a bug in lineage."""
 import yaml
 
-from lineage.app.screens.main import _where
+from lineage.app.screens.stepping import _where
 from lineage.arithmetic import fmt_bytes
 
 

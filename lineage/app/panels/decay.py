@@ -16,7 +16,7 @@ from .common import HeadSweep, history, layers_of, model_name, ramp_rows
 
 def _alpha(cur, j: int, m: int, layer: int, heads: int) -> np.ndarray | None:
     """Step j's alpha of the layer, (H,) or (H, K), or None where the frame has none."""
-    d = cur.frame(j).decay(m, layer)          # the frame's "decay" field holds alpha, not g
+    d = cur.frame(j).decay(m, layer)          # alpha = e^g, not g
     if d is None:
         return None
     alpha = d.alpha

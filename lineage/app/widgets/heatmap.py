@@ -13,12 +13,12 @@ and printed values take one line a row.
 A matrix larger than the widget is folded, never sampled: every drawn row (column) stands for
 `rfold` (`fold`) neighbouring rows (columns), so every value counts in the picture, and the
 map says so where it is read: the axis line ("↓ expert, 2 per row, max shown"), and the tick
-labels give the ranges ("0-1" ... "30-31"). How a block becomes one value is the panel's
-choice, named on the map (`fitting.fold`): the one that never loses what the map is read for
-(routing the max: a chosen expert stays lit; decay the min: a clearing channel stays dark; a
-state the largest |value|: a strong entry is not averaged out by its neighbours' signs). The
-folded rows stretch to the height the panel has. The cursor still moves one value at a time,
-and the panel's legend prints the value under it.
+labels give the ranges ("0-1" ... "30-31"); those texts are the map's `Axes` (axes.py). How a
+block becomes one value is the panel's choice, named on the map (`fitting.fold`): the one that
+never loses what the map is read for (routing the max: a chosen expert stays lit; decay the
+min: a clearing channel stays dark; a state the largest |value|: a strong entry is not averaged
+out by its neighbours' signs). The folded rows stretch to the height the panel has. The cursor
+still moves one value at a time, and the panel's legend prints the value under it.
 """
 from __future__ import annotations
 
@@ -34,16 +34,14 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from .. import palette
-from .fitting import RULES, Fit, fit, fold, folds, row_ticks, span
+from .axes import AXIS, Axes, text_strip
+from .fitting import RULES, Fit, fit, fold, folds
 
 CURSOR = {True: Style(color="#ffffff", bold=True), False: Style(color="#000000", bold=True)}   # dark theme, light
 NOW = {dark: Style(color=c, bold=True) for dark, c in palette.MARK.items()}   # the "now" caret: the mark
-AXIS = Style(dim=True)     # axis names and tick labels: read, not looked at
 _PLAIN = Style()
 _REVERSE = Style(reverse=True)
 BLANK = -2                 # a cell drawn as background: the gap a sweep leaves after "now"
-TICK_EVERY = 3             # fewest lines from one row tick to the next on a drawn map, on average,
-                           # where rows are under two lines tall (taller ones each get a tick)
 
 
 class Heatmap(Widget, can_focus=True):
@@ -82,13 +80,7 @@ class Heatmap(Widget, can_focus=True):
         self.max_lines: int | None = None
         self.whole_zoom = False          # magnify by whole numbers only (sweeps: even time columns)
         self._room, self._tallest = None, 0   # the auto height's room, and the most lines it took there
-        # the axes: what rows and columns are ("key channel"), the name of row r for its tick
-        # label, whether the columns get tick labels at their ends (a sweep's get the marker)
-        self.row_axis: str | None = None
-        self.col_axis: str | None = None
-        self.row_name = str
-        self.col_ticks = True
-        self.fold_rule = "mean"          # how a folded block becomes one value (fitting.RULES)
+        self.axes = Axes()               # what rows and columns are, how their labels read
         self._head, self._gutter = 0, 0  # lines above the map (the rows' name), columns left of it
         self._beside = True              # the rows' name is beside the map (else above it)
         self._ticks: list[str] = []      # the gutter's text beside each map line
@@ -101,9 +93,9 @@ class Heatmap(Widget, can_focus=True):
         folded together become one drawn value (fitting.RULES), said on the map."""
         if fold not in RULES:
             raise ValueError(f"fold rule {fold!r}: one of {', '.join(RULES)}")
-        new = (rows, cols, row_name, col_ticks, fold)
-        if new != (self.row_axis, self.col_axis, self.row_name, self.col_ticks, self.fold_rule):
-            self.row_axis, self.col_axis, self.row_name, self.col_ticks, self.fold_rule = new
+        new = Axes(rows, cols, row_name, col_ticks, fold)
+        if new != self.axes:
+            self.axes = new
             self.refresh(layout=True)
             if self._strips:
                 self._build()
@@ -168,7 +160,7 @@ class Heatmap(Widget, can_focus=True):
             values, empty = self.data, np.zeros(self.data.shape, dtype=bool)
             empty[:, self.blank] = True
         else:
-            values, empty = fold(self.data, f.rfold, f.fold, self.blank, self.fold_rule)
+            values, empty = fold(self.data, f.rfold, f.fold, self.blank, self.axes.fold)
         if self.scale == "diverging":
             idx = palette.diverging_index(values, self.vmax)
         else:
@@ -184,61 +176,11 @@ class Heatmap(Widget, can_focus=True):
         return float(self.data[r, c])
 
     # -- axes -------------------------------------------------------------------------
-    def row_label(self, d: int, f: Fit | None = None) -> str:
-        """The tick label of drawn row d: its matrix row, or the range of rows it folds ("0-1")."""
-        f = f or self.fit
-        a = d * f.rfold
-        return span(self.row_name(a), self.row_name(min(self.data.shape[0], a + f.rfold) - 1))
-
-    def col_label(self, d: int, f: Fit | None = None) -> str:
-        f = f or self.fit
-        a = d * f.fold
-        return span(str(a), str(min(self.data.shape[1], a + f.fold) - 1))
-
     def _gutter_texts(self, f: Fit, beside: bool) -> list[str]:
-        """The row labels left of each map line: the first and last rows' and rows at an even
-        stride between, each on the line where it begins (fitting.row_ticks; every row of
-        printed values), with the rows' axis name before the first (`beside`) and how they
-        fold under it."""
-        n = self._lines_for(f)
-        texts = [""] * n
-        if not self.row_axis or not n or not len(f.ys):
-            return texts
-        if f.text:
-            mid = (f.ch - 1) // 2
-            for d in f.ys.tolist():
-                texts[d * f.ch + mid] = self.row_label(d, f)
-            first = mid
-        else:
-            # ticks between the first and last rows, so a lit row can be read off the map (expert
-            # 14), not counted down from the top; each where its row begins, at an even stride
-            for y, d in row_ticks(f.ys, self._per(), TICK_EVERY):
-                texts[y] = self.row_label(d, f)
-            if n == 1:                            # one line holds every row: their range
-                a, b = int(f.ys[0]) * f.rfold, min(self.data.shape[0], (int(f.ys[-1]) + 1) * f.rfold) - 1
-                texts[0] = span(self.row_name(a), self.row_name(b))
-            first = 0
-        if beside:
-            texts[first] = f"↓ {self.row_axis} {texts[first]}"
-            if f.rfold > 1:
-                if n >= 3 and not texts[1]:
-                    texts[1] = f"({self.folded(f.rfold)})"
-                else:
-                    texts[first] += f" ({self.folded(f.rfold)})"
-        return texts
-
-    def head_lines(self, f: Fit, beside: bool) -> list[str]:
-        """The rows' axis name above the map, where it is not beside it."""
-        if beside or not self.row_axis:
-            return []
-        return [f"↓ {self.row_axis}" + (f", {self.folded(f.rfold)}" if f.rfold > 1 else "")]
-
-    def folded(self, n: int, per: str = "row") -> str:
-        """How n rows (columns) fold into one drawn row (column): "2 per row, max shown"."""
-        return f"{n} per {per}, {RULES[self.fold_rule]} shown"
+        return self.axes.gutter(f, self._lines_for(f), self.data.shape[0], self._per(), beside)
 
     def _foot(self) -> int:
-        return 1 if self.col_axis or self.marker is not None else 0
+        return 1 if self.axes.cols or self.marker is not None else 0
 
     # -- geometry ---------------------------------------------------------------------
     def _per(self) -> int:
@@ -253,7 +195,7 @@ class Heatmap(Widget, can_focus=True):
         per, foot = self._per(), self._foot()
         best = None
         for beside in (True, False):
-            h = height - foot - (0 if beside or not self.row_axis else 1)
+            h = height - foot - (0 if beside or not self.axes.rows else 1)
             # the gutter holds the row labels, which say the rows' fold: fold for the height first
             rfold = folds(rows, cols, width, per * max(h, 1))[0]
             probe = Fit(rfold=rfold, ys=np.arange(-(-rows // rfold))) if rows else Fit()
@@ -264,12 +206,12 @@ class Heatmap(Widget, can_focus=True):
             cost = (f.fold, f.rfold, 0 if beside else 1) if self.whole_zoom else (f.rfold * f.fold, 0 if beside else 1)
             if best is None or cost < best[0]:
                 best = (cost, f, beside, gutter)
-            if not self.row_axis:
+            if not self.axes.rows:
                 break
         return best[1], best[2], best[3]
 
     def _gutter_width(self, f: Fit, beside: bool) -> int:
-        if not self.row_axis or not self.data.size:
+        if not self.axes.rows or not self.data.size:
             return 0
         return max((len(t) for t in self._gutter_texts(f, beside)), default=-1) + 1
 
@@ -299,11 +241,11 @@ class Heatmap(Widget, can_focus=True):
         # auto height: as tall as the widest picture that fits this width and the height cap
         # (never fewer lines than the rows need: a panel of natural height scrolls rather than
         # folding rows; only a panel of fixed height folds them)
-        extra = (1 if self.row_axis else 0) + self._foot()
+        extra = (1 if self.axes.rows else 0) + self._foot()
         cap = self.max_lines if self.max_lines is not None else max(8, viewport.height - 10)
         cap = max(cap, -(-self.data.shape[0] // self._per()) + extra)
         f, beside, _ = self._fit_for(width, cap, fill=False)
-        lines = max(1, self._lines_for(f)) + len(self.head_lines(f, beside)) + self._foot()
+        lines = max(1, self._lines_for(f)) + len(self.axes.head(f, beside)) + self._foot()
         # never shorter than the tallest picture shown at this width: `t` (S to the one-row
         # error and back) or another layer's shape must not reflow every panel below this one
         room = (width, self.max_lines, viewport.height)
@@ -412,69 +354,11 @@ class Heatmap(Widget, can_focus=True):
         # extended to the widget's width once here, so render_line hands out the cached strip
         return Strip(segs, n + ox).crop_extend(0, max(self.size.width, n + ox), base)
 
-    def _text_strip(self, placed: list[tuple[int, str, Style]]) -> Strip:
-        """A line of texts at columns (later ones never overwrite earlier ones), the widget's width."""
-        w, base = max(self.size.width, 1), self.rich_style
-        segs, x = [], 0
-        for at, text, style in sorted(placed, key=lambda p: p[0]):
-            at = max(at, x + (1 if x else 0))
-            if at + len(text) > w:
-                text = text[: max(0, w - at)]
-            if not text:
-                continue
-            segs += [Segment(" " * (at - x), base), Segment(text, base + style)]
-            x = at + len(text)
-        return Strip(segs, x).crop_extend(0, w, base)
-
     def _foot_line(self) -> Strip:
-        """Under the map: the columns' tick labels at its ends (every column of printed values)
-        with their name between them, and the marker's caret with its text."""
-        f, ox = self.fit, self._offset()[0]
-        placed = []
-        name = (f"→ {self.col_axis}" + (f" ({self.folded(f.fold, 'column')})" if f.fold > 1 else "")) if self.col_axis else ""
-        right = ox + f.width                     # where the next free column is
-        if self.col_axis and self.col_ticks and len(f.xs):
-            if f.text:
-                for d in f.xs.tolist():
-                    t = self.col_label(d)
-                    placed.append((ox + d * f.cw + (f.cw - len(t)) // 2, t, AXIS))
-            else:
-                first, last = self.col_label(int(f.xs[0])), self.col_label(int(f.xs[-1]))
-                placed.append((ox, first, AXIS))
-                inner = f.width - len(first) - len(last) - 2
-                if len(name) <= inner:            # the name between the ticks, centred
-                    placed.append((ox + len(first) + 1 + (inner - len(name)) // 2, name, AXIS))
-                    name = ""
-                if f.width > len(first) + len(last):
-                    placed.append((ox + f.width - len(last), last, AXIS))
-        if self.marker is not None:
-            if f.text:
-                x = self.marker * f.cw + f.cw // 2
-            else:
-                x = int(np.searchsorted(f.xs, self.marker // f.fold))    # the first picture column of that step
-            caret, at = f"▲ {self.marker_text}", ox + x
-            if at + len(caret) > self.size.width:   # no room after the column: the text before the caret
-                caret = f"{self.marker_text} ▲"
-                at = ox + x - len(caret) + 1
-            placed = [p for p in placed if p[0] + len(p[1]) < at or p[0] > at + len(caret)]
-            placed.append((max(at, 0), caret, NOW[app_is_dark(self.app)]))
-            if name and at + len(caret) + 2 + len(name) > max(self.size.width, right):
-                # no room after the caret: the name goes before it where it fits, or not at all
-                # (the caret's "now, step N" says what the columns are)
-                if at - 2 - len(name) >= 0:
-                    placed.append((at - 2 - len(name), name, AXIS))
-                name = ""
-            right = max(right, at + len(caret) + 1)
-        if name:                                   # after everything else on the line
-            end = max([p[0] + len(p[1]) for p in placed], default=ox - 1)
-            at = end + 2 if placed else ox
-            start = min([p[0] for p in placed], default=ox)
-            if at + len(name) > self.size.width and start - 2 - len(name) >= 0:
-                # no room after the ticks (a few columns zoomed to fill the width): before them,
-                # under the row labels, rather than cut at the widget's edge
-                at = start - 2 - len(name)
-            placed.append((at, name, AXIS))
-        return self._text_strip(placed)
+        """Under the map: its columns' ticks and name, and the marker (axes.py)."""
+        placed = self.axes.foot(self.fit, self._offset()[0], self.size.width, self.data.shape[1],
+                                self.marker, self.marker_text, NOW[app_is_dark(self.app)])
+        return text_strip(placed, self.size.width, self.rich_style)
 
     def _build(self) -> None:
         # no room (hidden, or not laid out yet): nothing drawn. A fit kept from before would index
@@ -486,14 +370,15 @@ class Heatmap(Widget, can_focus=True):
             self.fit, self._beside, self._gutter = Fit(), True, 0
         self.idx = self._index(self.fit)
         self._shown = self.idx.copy()
-        heads = self.head_lines(self.fit, self._beside) if self.fit.xs.size else []
+        heads = self.axes.head(self.fit, self._beside) if self.fit.xs.size else []
         self._head = len(heads)
         self._ticks = self._gutter_texts(self.fit, self._beside)
         # the strips' positions depend on how many there are (centred): count them first
         self._strips = [None] * (self._head + self._map_lines() + (self._foot() if self.fit.xs.size else 0))
         left = self._left()
         for k, text in enumerate(heads):      # over the map, moved left where it would be cut
-            self._strips[k] = self._text_strip([(max(0, min(left, self.size.width - len(text))), text, AXIS)])
+            self._strips[k] = text_strip([(max(0, min(left, self.size.width - len(text))), text, AXIS)],
+                                         self.size.width, self.rich_style)
         for y in range(self._map_lines()):
             self._strips[self._head + y] = self._line(y)
         if len(self._strips) > self._head + self._map_lines():

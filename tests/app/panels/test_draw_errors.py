@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from lineage.playback.frame import Frame, FrameProblem
+from lineage.playback.observe import DECAY
 from lineage.playback.session import Session
 from lineage.playback.trace import TraceWriter
 from lineage.scenario import load
@@ -78,7 +79,7 @@ def test_bad_data_is_still_a_notice(tour):
 
         def frame(self, i):
             f = tour.frame(i)
-            return Frame(f.step, f.meta, {k: v for k, v in f.arrays.items() if not k.endswith("/decay")}) if i == 1 else f
+            return Frame(f.step, f.meta, {k: v for k, v in f.arrays.items() if not k.endswith("/" + DECAY["alpha"].key)}) if i == 1 else f
     view = DecayPanel({"kind": "decay"}).prepared(Gap(), 2)
     assert view.columns.columns[1] is None
     with pytest.raises(FrameProblem, match="step 2 has nothing recorded"):
@@ -93,7 +94,7 @@ def test_alpha_of_the_wrong_shape_is_a_notice(tour, tmp_path, capsys):
     with TraceWriter(path, tour.sc.text, tour.info) as w:
         for i in range(3):
             f = tour.frame(i)
-            w.write(Frame(i, f.meta, {k: (v[:-1] if k.endswith("l0/decay") else v) for k, v in f.arrays.items()}))
+            w.write(Frame(i, f.meta, {k: (v[:-1] if k.endswith("l0/" + DECAY["alpha"].key) else v) for k, v in f.arrays.items()}))
     assert main(["snapshot", str(path), "--step", "3", "--panel", "decay", "-o", "-"]) == 0
     out = capsys.readouterr().out
     assert "decay: step 3 cannot be drawn" in out and "heads" in out
