@@ -70,13 +70,16 @@ def test_every_mixer_config_field_and_module_has_a_descriptor():
     assert fields == {m.field for m in MIXERS.values()}
     named = {m.module for m in MIXERS.values()}
     configs = {m.config for m in MIXERS.values()}
-    for info in pkgutil.iter_modules(lineage.mixers.__path__):
-        mod = importlib.import_module(f"lineage.mixers.{info.name}")
+    found = set()
+    for info in pkgutil.walk_packages(lineage.mixers.__path__, "lineage.mixers."):   # the mixers' folders too
+        mod = importlib.import_module(info.name)
         for name, cls in inspect.getmembers(mod, inspect.isclass):
             if cls.__module__ == mod.__name__ and issubclass(cls, nn.Module):
                 hint = typing.get_type_hints(cls.__init__).get("cfg")
                 if hint in configs:
                     assert f"{mod.__name__}:{name}" in named, f"{name} takes a mixer config but no descriptor names it"
+                    found.add(f"{mod.__name__}:{name}")
+    assert found == named                                  # the walk reached every module a descriptor names
 
 
 @pytest.mark.parametrize("kind", KINDS)
