@@ -22,26 +22,8 @@ from dataclasses import dataclass
 
 from .arithmetic import kv_bytes_per_token, mla_bytes_per_token, recurrent_state_bytes
 from .config_checks import ConfigError, check_numbers
-from .kinds import Ffn, Mixer
+from .kinds import Ffn, MechanismConfig, Mixer
 from .rope_scaling import RopeScalingConfig, check_rope_scaling
-
-
-class MechanismConfig:
-    """What a mechanism config answers without torch. Bytes: cache per token at `dtype_bytes`
-    (bf16 by default), state per sequence at `dtype_bytes` (fp32) plus any cache-dtype buffers.
-    What a mixer kind has (a state, a decay) is its descriptor's to say (`MIXERS` below)."""
-
-    def params(self) -> int:
-        raise NotImplementedError
-
-    def active_params(self) -> int:
-        return self.params()
-
-    def cache_bytes_per_token(self, dtype_bytes: int = 2) -> int:
-        return 0
-
-    def state_bytes(self, dtype_bytes: int = 4, cache_dtype_bytes: int = 2) -> int:
-        return 0
 
 
 @dataclass
@@ -411,6 +393,10 @@ class ModelConfig:
             check_numbers(self)
         except ConfigError as e:
             raise ConfigError(f"{self.name}: {e}", e.field) from None
+        for m in MIXERS.values():                  # each mixer config's own rules, beside it
+            sub = getattr(self, m.field)
+            if sub is not None:
+                sub.check(self.name, m.field)
         a = self.attention
         if a is not None and a.dim < 1:
             raise ConfigError(f"{self.name}: attention.n_heads {a.n_heads} leaves heads of d_model // n_heads = 0 "
