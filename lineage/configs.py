@@ -20,57 +20,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .arithmetic import kv_bytes_per_token, mla_bytes_per_token, recurrent_state_bytes
+from .arithmetic import mla_bytes_per_token, recurrent_state_bytes
 from .config_checks import ConfigError, check_numbers
 from .kinds import Ffn, MechanismConfig, Mixer
-from .rope_scaling import RopeScalingConfig, check_rope_scaling
-
-
-@dataclass
-class AttentionConfig(MechanismConfig):
-    """GPT-2 style causal softmax attention with a KV cache; grouped KV heads when n_kv_heads < n_heads."""
-    d_model: int = 768
-    n_heads: int = 12
-    n_kv_heads: int | None = None      # None: one KV head per query head (MHA)
-    head_dim: int | None = None        # None: d_model // n_heads
-    bias: bool = True                  # GPT-2 has biases on every projection
-    # Qwen3-Next's gated attention (real checkpoints); the defaults are GPT-2's plain attention
-    qk_norm: bool = False              # RMSNorm over each head's q and k before attending
-    # OLMo-2/3's form of qk_norm: one RMSNorm over the whole q (H*D) and the whole k (Hkv*D) of a
-    # token, its weight per channel of every head; the heads' scales are then not independent
-    qk_norm_all_heads: bool = False
-    rope_dim: int = 0                  # rotary embedding on the first rope_dim channels of a head (0: none)
-    rope_theta: float = 10000.0
-    rope_scaling: RopeScalingConfig | None = None   # None: plain RoPE at rope_theta
-    sliding_window: int | None = None  # each query sees itself and the W - 1 tokens before; the cache keeps W
-    output_gate: bool = False          # sigmoid(g(x)) per channel before the output projection
-    norm_eps: float = 1e-6
-    # short causal conv over q|k|v, as the delta-rule presets have; None (not 0) is "none", so a
-    # trace of a model without one carries no field that an older lineage would refuse
-    conv_size: int | None = None
-
-    @property
-    def kv_heads(self) -> int:
-        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
-
-    @property
-    def dim(self) -> int:
-        return self.d_model // self.n_heads if self.head_dim is None else self.head_dim
-
-    def params(self) -> int:
-        H, Hkv, D, d = self.n_heads, self.kv_heads, self.dim, self.d_model
-        qkv = d * (H + 2 * Hkv) * D + (H + 2 * Hkv) * D * self.bias
-        norms = (H + Hkv) * D if self.qk_norm_all_heads else 2 * D
-        extra = norms * self.qk_norm + (d * H * D + H * D * self.bias) * self.output_gate
-        conv = (H + 2 * Hkv) * D * (self.conv_size or 0)
-        return qkv + H * D * d + d * self.bias + extra + conv
-
-    def cache_bytes_per_token(self, dtype_bytes: int = 2) -> int:
-        return kv_bytes_per_token(self.kv_heads, self.dim, dtype_bytes)
-
-    def state_bytes(self, dtype_bytes: int = 4, cache_dtype_bytes: int = 2) -> int:
-        """No state matrix; with a short conv, its last conv_size - 1 inputs of q|k|v."""
-        return (self.n_heads + 2 * self.kv_heads) * self.dim * max((self.conv_size or 0) - 1, 0) * cache_dtype_bytes
+from .mixers.attention.config import MIXER as SOFTMAX, AttentionConfig
+from .rope_scaling import RopeScalingConfig
 
 
 @dataclass
@@ -291,9 +245,7 @@ class AttnResConfig:
 # Every mixer kind, in the order listings and the arena show them. A new mixer adds its config
 # class and ModelConfig field here, and one line below; its nn.Module and op are in their files.
 MIXERS = {m.name: m for m in (
-    Mixer("softmax", "softmax attention", "attention", AttentionConfig,
-          "lineage.mixers.attention.module:SoftmaxAttention", "A", "black on #5fafff",
-          attends=True, tiny="tiny-softmax", aliases=("SoftmaxAttention",)),
+    SOFTMAX,
     Mixer("linear", "linear attention", "linear", LinearAttentionConfig,
           "lineage.mixers.linear_attention.module:LinearAttention", "L", "black on #d7d75f",
           holds_state=True, tiny="tiny-linear", aliases=("LinearAttention", "linear_attention")),
@@ -397,13 +349,6 @@ class ModelConfig:
             sub = getattr(self, m.field)
             if sub is not None:
                 sub.check(self.name, m.field)
-        a = self.attention
-        if a is not None and a.dim < 1:
-            raise ConfigError(f"{self.name}: attention.n_heads {a.n_heads} leaves heads of d_model // n_heads = 0 "
-                              "channels (set attention.head_dim)", ("attention", "n_heads"))
-        if a is not None and a.n_kv_heads is not None and a.n_heads % a.n_kv_heads:
-            raise ConfigError(f"{self.name}: attention.n_heads {a.n_heads} must be a multiple of n_kv_heads "
-                              f"{a.n_kv_heads}", ("attention", "n_kv_heads"))
         if len(self.mixers) != len(self.ffns):
             raise ValueError(f"{self.name}: {len(self.mixers)} mixers but {len(self.ffns)} ffns")
         if self.norm not in ("rms", "layer"):
@@ -446,11 +391,7 @@ class ModelConfig:
 
     def _check_real_shapes(self) -> None:
         """The options real checkpoints use (gated attention, GQA-shaped delta heads, grouped routing)."""
-        a, m = self.attention, self.moe
-        if a is not None and (a.rope_dim % 2 or a.rope_dim > a.dim):
-            raise ConfigError(f"{self.name}: attention.rope_dim must be even and at most head_dim", ("attention", "rope_dim"))
-        if a is not None and a.rope_scaling is not None:
-            check_rope_scaling(self.name, a.rope_scaling)
+        m = self.moe
         for kind in (m.field for m in MIXERS.values() if issubclass(m.config, DeltaNetConfig)):
             sub = getattr(self, kind)
             if sub is not None and sub.n_heads % sub.key_heads:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ...configs import AttentionConfig
+from .config import AttentionConfig
 from ..causal import causal_attention
 from ...observed import AttentionObs, LayerObs
 from ..rope import rotate
