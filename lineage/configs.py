@@ -24,21 +24,8 @@ from .arithmetic import mla_bytes_per_token, recurrent_state_bytes
 from .config_checks import ConfigError, check_numbers
 from .kinds import Ffn, MechanismConfig, Mixer
 from .mixers.attention.config import MIXER as SOFTMAX, AttentionConfig
+from .mixers.linear_attention.config import MIXER as LINEAR, LinearAttentionConfig
 from .rope_scaling import RopeScalingConfig
-
-
-@dataclass
-class LinearAttentionConfig(MechanismConfig):
-    """Additive linear attention with the elu + 1 feature map and a normaliser."""
-    d_model: int = 64
-    n_heads: int = 2
-    head_dim: int = 32
-
-    def params(self) -> int:
-        return 4 * self.d_model * self.n_heads * self.head_dim
-
-    def state_bytes(self, dtype_bytes: int = 4, cache_dtype_bytes: int = 2) -> int:
-        return recurrent_state_bytes(self.n_heads, self.head_dim, self.head_dim, dtype_bytes, normaliser=True)
 
 
 @dataclass
@@ -246,9 +233,7 @@ class AttnResConfig:
 # class and ModelConfig field here, and one line below; its nn.Module and op are in their files.
 MIXERS = {m.name: m for m in (
     SOFTMAX,
-    Mixer("linear", "linear attention", "linear", LinearAttentionConfig,
-          "lineage.mixers.linear_attention.module:LinearAttention", "L", "black on #d7d75f",
-          holds_state=True, tiny="tiny-linear", aliases=("LinearAttention", "linear_attention")),
+    LINEAR,
     Mixer("deltanet", "DeltaNet", "deltanet", DeltaNetConfig,
           "lineage.mixers.deltanet.module:DeltaNet", "D", "black on #af87ff",
           holds_state=True, kernel=True, tiny="tiny-deltanet", aliases=("DeltaNet", "delta_rule", "delta")),

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ... import ops
-from ...configs import LinearAttentionConfig
+from .config import LinearAttentionConfig
 from ...observed import LayerObs, StateObs
 
 
