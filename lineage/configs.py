@@ -25,43 +25,8 @@ from .config_checks import ConfigError, check_numbers
 from .kinds import Ffn, MechanismConfig, Mixer
 from .mixers.attention.config import MIXER as SOFTMAX, AttentionConfig
 from .mixers.linear_attention.config import MIXER as LINEAR, LinearAttentionConfig
+from .mixers.deltanet.config import MIXER as DELTANET, DeltaNetConfig
 from .rope_scaling import RopeScalingConfig
-
-
-@dataclass
-class DeltaNetConfig(MechanismConfig):
-    """DeltaNet: SiLU then L2-normalised q and k, sigmoid beta, optional short causal conv."""
-    d_model: int = 64
-    n_heads: int = 2
-    head_dim: int = 32                 # K (and V unless value_dim is set)
-    conv_size: int = 4                 # 0 turns the short causal conv off
-    chunk_size: int | None = 64        # forward() uses the chunked form; None: token recurrence
-    norm_eps: float = 1e-6
-    # Qwen3-Next's shape (real checkpoints): fewer q/k heads than value heads, each q/k head serving
-    # n_heads // n_key_heads consecutive value heads, and values of their own width
-    n_key_heads: int | None = None     # None: n_heads
-    value_dim: int | None = None       # None: head_dim
-
-    @property
-    def key_heads(self) -> int:
-        return self.n_heads if self.n_key_heads is None else self.n_key_heads
-
-    @property
-    def v_dim(self) -> int:
-        return self.head_dim if self.value_dim is None else self.value_dim
-
-    @property
-    def conv_channels(self) -> int:
-        return 2 * self.key_heads * self.head_dim + self.n_heads * self.v_dim      # q | k | v
-
-    def params(self) -> int:
-        d, H, K, V = self.d_model, self.n_heads, self.head_dim, self.v_dim
-        n = 2 * d * self.key_heads * K + d * H * V + d * H + V + H * V * d   # q, k, v, beta, o_norm, o_proj
-        return n + self.conv_channels * self.conv_size                   # depthwise short conv
-
-    def state_bytes(self, dtype_bytes: int = 4, cache_dtype_bytes: int = 2) -> int:
-        conv = self.conv_channels * max(self.conv_size - 1, 0) * cache_dtype_bytes
-        return recurrent_state_bytes(self.n_heads, self.head_dim, self.v_dim, dtype_bytes) + conv
 
 
 @dataclass
@@ -234,9 +199,7 @@ class AttnResConfig:
 MIXERS = {m.name: m for m in (
     SOFTMAX,
     LINEAR,
-    Mixer("deltanet", "DeltaNet", "deltanet", DeltaNetConfig,
-          "lineage.mixers.deltanet.module:DeltaNet", "D", "black on #af87ff",
-          holds_state=True, kernel=True, tiny="tiny-deltanet", aliases=("DeltaNet", "delta_rule", "delta")),
+    DELTANET,
     Mixer("gdn", "Gated DeltaNet", "gdn", GatedDeltaNetConfig,
           "lineage.mixers.gated_deltanet.module:GatedDeltaNet", "G", "black on #5fd7af",
           holds_state=True, has_decay=True, kernel=True, tiny="tiny-gated-deltanet",
@@ -375,13 +338,9 @@ class ModelConfig:
         return self
 
     def _check_real_shapes(self) -> None:
-        """The options real checkpoints use (gated attention, GQA-shaped delta heads, grouped routing)."""
+        """The MoE options real checkpoints use (routers, grouped routing); the mixers' options
+        (gated attention, GQA-shaped delta heads) are checked by their configs' `check`."""
         m = self.moe
-        for kind in (m.field for m in MIXERS.values() if issubclass(m.config, DeltaNetConfig)):
-            sub = getattr(self, kind)
-            if sub is not None and sub.n_heads % sub.key_heads:
-                raise ConfigError(f"{self.name}: {kind}.n_heads {sub.n_heads} must be a multiple of n_key_heads "
-                                  f"{sub.key_heads}", (kind, "n_key_heads"))
         if m is not None:
             if m.router not in ("sigmoid", "softmax"):
                 raise ConfigError(f"{self.name}: moe.router must be 'sigmoid' or 'softmax'", ("moe", "router"))

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ... import ops
-from ...configs import DeltaNetConfig
+from .config import DeltaNetConfig
 from ..short_conv import ShortConv, l2norm
 from ...observed import LayerObs, StateObs
 
