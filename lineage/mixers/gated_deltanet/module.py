@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...configs import GatedDeltaNetConfig
+from .config import GatedDeltaNetConfig
 from ..deltanet.module import DeltaNet
 
 
