@@ -27,27 +27,8 @@ from .mixers.attention.config import MIXER as SOFTMAX, AttentionConfig
 from .mixers.linear_attention.config import MIXER as LINEAR, LinearAttentionConfig
 from .mixers.deltanet.config import MIXER as DELTANET, DeltaNetConfig
 from .mixers.gated_deltanet.config import MIXER as GDN, GatedDeltaNetConfig
+from .mixers.kda.config import MIXER as KDA, KDAConfig
 from .rope_scaling import RopeScalingConfig
-
-
-@dataclass
-class KDAConfig(DeltaNetConfig):
-    """Kimi Delta Attention: one decay per key channel from a low-rank projection.
-
-    gate_form 'kimi' (Kimi Linear):   g = -exp(A_log[h]) * softplus(f + dt_bias)
-    gate_form 'bounded' (K3):          g = lower_bound * sigmoid(exp(A_log[h]) * (f + dt_bias))
-    """
-    gate_rank: int | None = None       # low-rank width of the decay projection; None: head_dim
-    gate_form: str = "bounded"         # 'kimi' or 'bounded'
-    lower_bound: float = -5.0
-    output_gate_rank: int | None = None  # None: full-rank sigmoid output gate (K3); int: low rank (Kimi Linear)
-
-    def params(self) -> int:
-        d, H, K = self.d_model, self.n_heads, self.head_dim
-        r = self.gate_rank or K
-        n = super().params() + d * r + r * H * K + H + H * K         # decay f_a, f_b, A_log, dt_bias
-        V = self.v_dim
-        return n + (d * H * V if self.output_gate_rank is None else self.output_gate_rank * (d + H * V))
 
 
 @dataclass
@@ -189,9 +170,7 @@ MIXERS = {m.name: m for m in (
     LINEAR,
     DELTANET,
     GDN,
-    Mixer("kda", "Kimi Delta Attention", "kda", KDAConfig,
-          "lineage.mixers.kda.module:KDA", "K", "black on #87d700",
-          holds_state=True, has_decay=True, kernel=True, tiny="tiny-kda", aliases=("KDA",)),
+    KDA,
     Mixer("mamba2", "Mamba-2", "mamba2", Mamba2Config,
           "lineage.mixers.mamba2.module:Mamba2", "S", "black on #d787d7",
           holds_state=True, has_decay=True, tiny="tiny-mamba2", aliases=("Mamba2", "ssd")),
@@ -306,8 +285,6 @@ class ModelConfig:
         if self.mamba2 is not None and self.mamba2.n_heads % self.mamba2.n_groups:
             raise ConfigError(f"{self.name}: mamba2.n_heads {self.mamba2.n_heads} must be a multiple of n_groups "
                               f"{self.mamba2.n_groups}", ("mamba2", "n_groups"))
-        if self.kda is not None and self.kda.gate_form not in ("kimi", "bounded"):
-            raise ValueError(f"{self.name}: kda.gate_form must be 'kimi' or 'bounded'")
         for sub in (self.dense, self.moe):
             if sub is not None and sub.act not in ("gelu", "silu", "situ"):
                 raise ValueError(f"{self.name}: unknown activation {sub.act!r}")

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...configs import KDAConfig
+from .config import KDAConfig
 from ..deltanet.module import DeltaNet
 from ..gated_deltanet.module import init_decay_params
 
