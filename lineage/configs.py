@@ -28,40 +28,8 @@ from .mixers.linear_attention.config import MIXER as LINEAR, LinearAttentionConf
 from .mixers.deltanet.config import MIXER as DELTANET, DeltaNetConfig
 from .mixers.gated_deltanet.config import MIXER as GDN, GatedDeltaNetConfig
 from .mixers.kda.config import MIXER as KDA, KDAConfig
+from .mixers.mamba2.config import MIXER as MAMBA2, Mamba2Config
 from .rope_scaling import RopeScalingConfig
-
-
-@dataclass
-class Mamba2Config(MechanismConfig):
-    """Mamba-2 (Dao and Gu): the decayed sum. Per head a (state_dim x head_dim) state fades by one
-    retention alpha = exp(dt A) a step and adds B^T (dt x); B and C come in n_groups groups shared
-    by the heads; a short causal conv over x | B | C; y = C S + D x, then RMSNorm(y * silu(z)) per group."""
-    d_model: int = 64
-    n_heads: int = 2
-    head_dim: int = 32                 # P, x's channels per head: the state's V
-    state_dim: int = 32                # N, the width of B and C: the state's K
-    n_groups: int = 1                  # B and C heads; each serves n_heads // n_groups consecutive heads
-    conv_size: int = 4                 # 0 turns the short causal conv off
-    chunk_size: int | None = 64        # forward() uses the chunked form; None: token recurrence
-    norm_eps: float = 1e-5             # as published for the gated RMSNorm
-
-    @property
-    def inner(self) -> int:
-        return self.n_heads * self.head_dim                              # x and z channels
-
-    @property
-    def conv_channels(self) -> int:
-        return self.inner + 2 * self.n_groups * self.state_dim           # x | B | C
-
-    def params(self) -> int:
-        d, H, I = self.d_model, self.n_heads, self.inner
-        proj = d * (I + self.conv_channels) + d * H                      # in_proj (z | x | B | C), dt_proj
-        conv = self.conv_channels * (self.conv_size + 1) if self.conv_size else 0   # weights and a bias
-        return proj + conv + 3 * H + I + I * d                           # A_log, dt_bias, D; norm; out_proj
-
-    def state_bytes(self, dtype_bytes: int = 4, cache_dtype_bytes: int = 2) -> int:
-        conv = self.conv_channels * max(self.conv_size - 1, 0) * cache_dtype_bytes
-        return recurrent_state_bytes(self.n_heads, self.state_dim, self.head_dim, dtype_bytes) + conv
 
 
 @dataclass
@@ -171,9 +139,7 @@ MIXERS = {m.name: m for m in (
     DELTANET,
     GDN,
     KDA,
-    Mixer("mamba2", "Mamba-2", "mamba2", Mamba2Config,
-          "lineage.mixers.mamba2.module:Mamba2", "S", "black on #d787d7",
-          holds_state=True, has_decay=True, tiny="tiny-mamba2", aliases=("Mamba2", "ssd")),
+    MAMBA2,
     Mixer("mla", "multi-head latent attention", "mla", MLAConfig,
           "lineage.mixers.mla.module:MLA", "M", "black on #ff8700",
           attends=True, gate=True, aliases=("MLA",)),
@@ -282,9 +248,6 @@ class ModelConfig:
         if self.attnres and "none" in self.ffns:
             # AttnRes counts two reads a block in its depth sources; a block without an ffn has one
             raise ConfigError(f"{self.name}: attnres needs an ffn in every block (ffns has 'none')", ("attnres",))
-        if self.mamba2 is not None and self.mamba2.n_heads % self.mamba2.n_groups:
-            raise ConfigError(f"{self.name}: mamba2.n_heads {self.mamba2.n_heads} must be a multiple of n_groups "
-                              f"{self.mamba2.n_groups}", ("mamba2", "n_groups"))
         for sub in (self.dense, self.moe):
             if sub is not None and sub.act not in ("gelu", "silu", "situ"):
                 raise ValueError(f"{self.name}: unknown activation {sub.act!r}")

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ... import ops
-from ...configs import Mamba2Config
+from .config import Mamba2Config
 from ..deltanet.module import DeltaState
 from ..gated_deltanet.module import init_decay_params
 from ...observed import LayerObs, StateObs
