@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .arithmetic import mla_bytes_per_token, recurrent_state_bytes
 from .config_checks import ConfigError, check_numbers
 from .kinds import Ffn, MechanismConfig, Mixer
 from .mixers.attention.config import MIXER as SOFTMAX, AttentionConfig
@@ -29,36 +28,8 @@ from .mixers.deltanet.config import MIXER as DELTANET, DeltaNetConfig
 from .mixers.gated_deltanet.config import MIXER as GDN, GatedDeltaNetConfig
 from .mixers.kda.config import MIXER as KDA, KDAConfig
 from .mixers.mamba2.config import MIXER as MAMBA2, Mamba2Config
+from .mixers.mla.config import MIXER as MLA, MLAConfig
 from .rope_scaling import RopeScalingConfig
-
-
-@dataclass
-class MLAConfig(MechanismConfig):
-    """Multi-head latent attention: one cached latent of kv_lora_rank + qk_rope_head_dim per token."""
-    d_model: int = 64
-    n_heads: int = 2
-    q_lora_rank: int | None = None     # None: a direct query projection
-    kv_lora_rank: int = 32
-    qk_nope_head_dim: int = 16
-    qk_rope_head_dim: int = 8
-    v_head_dim: int = 16
-    rope: bool = False                 # Kimi uses NoPE: the shared key part is not rotated
-    rope_theta: float = 10000.0
-    output_gate: bool = False          # K3: sigmoid(g(x)) per channel before o_proj
-    norm_eps: float = 1e-6
-
-    def params(self) -> int:
-        d, H = self.d_model, self.n_heads
-        qk = self.qk_nope_head_dim + self.qk_rope_head_dim
-        r = self.q_lora_rank
-        q = d * H * qk if r is None else d * r + r + r * H * qk
-        kv = (d * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
-              + self.kv_lora_rank * H * (self.qk_nope_head_dim + self.v_head_dim))
-        o = H * self.v_head_dim * d + (d * H * self.v_head_dim if self.output_gate else 0)
-        return q + kv + o
-
-    def cache_bytes_per_token(self, dtype_bytes: int = 2) -> int:
-        return mla_bytes_per_token(self.kv_lora_rank, self.qk_rope_head_dim, dtype_bytes)
 
 
 @dataclass
@@ -140,9 +111,7 @@ MIXERS = {m.name: m for m in (
     GDN,
     KDA,
     MAMBA2,
-    Mixer("mla", "multi-head latent attention", "mla", MLAConfig,
-          "lineage.mixers.mla.module:MLA", "M", "black on #ff8700",
-          attends=True, gate=True, aliases=("MLA",)),
+    MLA,
 )}
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ...configs import MLAConfig
+from .config import MLAConfig
 from ..causal import causal_attention
 from ...observed import AttentionObs, LayerObs
 from ..rope import rotate
