@@ -1,14 +1,18 @@
-"""One small flat config dataclass per mechanism, plus the model's.
+"""The model's config (`ModelConfig`), the FFNs' and AttnRes's configs, and `FFNS`; every config
+name lineage uses, importable from here.
 
-They live together, apart from the nn.Modules, for one reason: parameter and memory
-arithmetic, presets and scenario validation must work without importing torch (the
-`lineage params` and `lineage validate` commands answer in milliseconds, and a trace can be
-read on a machine with no torch at all). Each mechanism file imports its own config from here.
+Configs are torch-free for one reason: parameter and memory arithmetic, presets and scenario
+validation must work without importing torch (the `lineage params` and `lineage validate`
+commands answer in milliseconds, and a trace can be read on a machine with no torch at all).
+A mixer's config lives in its own folder, `lineage/mixers/NAME/config.py`, beside its module;
+`MIXERS`, their descriptors, is the list in lineage/mixers/__init__.py; both are exported here,
+so `from lineage.configs import KDAConfig, MIXERS` is the one way in.
 
 Each mechanism config answers for itself what its module holds: `params()` (and
 `active_params()`, what one token touches), `cache_bytes_per_token()` and `state_bytes()`;
 each count mirrors the module that owns the weights (tests check every runnable preset against
-the real modules' numel). `lineage.arithmetic` sums them over a model.
+the real modules' numel). `lineage.arithmetic` sums them over a model. A mixer config's own
+rules are its `check`, which `ModelConfig.check` calls.
 
 `MIXERS` and `FFNS` are the registries of mixer and FFN kinds: a descriptor per kind
 (lineage/kinds.py) with its config, its module, what it has (a state, a decay, attention rows,
@@ -21,16 +25,20 @@ import dataclasses
 from dataclasses import dataclass
 
 from .config_checks import ConfigError, check_numbers
-from .kinds import Ffn, MechanismConfig, Mixer
-from .mixers.attention.config import MIXER as SOFTMAX, AttentionConfig
-from .mixers.linear_attention.config import MIXER as LINEAR, LinearAttentionConfig
-from .mixers.deltanet.config import MIXER as DELTANET, DeltaNetConfig
-from .mixers.gated_deltanet.config import MIXER as GDN, GatedDeltaNetConfig
-from .mixers.kda.config import MIXER as KDA, KDAConfig
-from .mixers.mamba2.config import MIXER as MAMBA2, Mamba2Config
-from .mixers.mla.config import MIXER as MLA, MLAConfig
+from .kinds import Ffn, MechanismConfig
+from .mixers import MIXERS
+from .mixers.attention.config import AttentionConfig
+from .mixers.deltanet.config import DeltaNetConfig
+from .mixers.gated_deltanet.config import GatedDeltaNetConfig
+from .mixers.kda.config import KDAConfig
+from .mixers.linear_attention.config import LinearAttentionConfig
+from .mixers.mamba2.config import Mamba2Config
+from .mixers.mla.config import MLAConfig
 from .rope_scaling import RopeScalingConfig
 
+__all__ = ["AttentionConfig", "AttnResConfig", "ConfigError", "DeltaNetConfig", "DenseFFNConfig", "FFNS",
+           "GatedDeltaNetConfig", "KDAConfig", "LinearAttentionConfig", "MIXERS", "MLAConfig", "Mamba2Config",
+           "MechanismConfig", "MoEConfig", "ModelConfig", "RopeScalingConfig"]
 
 @dataclass
 class DenseFFNConfig(MechanismConfig):
@@ -102,19 +110,6 @@ class AttnResConfig:
     eps: float = 1e-6
 
 
-# Every mixer kind, in the order listings and the arena show them. A new mixer adds its config
-# class and ModelConfig field here, and one line below; its nn.Module and op are in their files.
-MIXERS = {m.name: m for m in (
-    SOFTMAX,
-    LINEAR,
-    DELTANET,
-    GDN,
-    KDA,
-    MAMBA2,
-    MLA,
-)}
-
-
 # Every FFN kind. A new one adds its config class and ModelConfig field here, one line below,
 # and its nn.Module in lineage/ffns/.
 FFNS = {f.name: f for f in (
@@ -132,6 +127,7 @@ class ModelConfig:
     d_model: int = 64
     mixers: tuple[str, ...] = ("kda", "mla")
     ffns: tuple[str, ...] = ("dense", "moe")
+    # one field per mixer kind, its descriptor's `field` (lineage/mixers/NAME/config.py)
     attention: AttentionConfig | None = None
     linear: LinearAttentionConfig | None = None
     deltanet: DeltaNetConfig | None = None

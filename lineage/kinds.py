@@ -1,8 +1,9 @@
 """The descriptors of a mixer kind and an FFN kind: everything the rest of lineage asks about a
 kind (its config, its module, what it has, how the layer map draws it), so that validation, the
 panels, the backend and eval ask a flag, never a kind's name; and `MechanismConfig`, what every
-mechanism's config answers. The registries themselves, `MIXERS` and `FFNS`, are in
-lineage/configs.py. Torch-free."""
+mechanism's config answers. The registries themselves: `MIXERS`, each mixer's descriptor from
+its folder's config.py (lineage/mixers/NAME/), listed in lineage/mixers/__init__.py; `FFNS` in
+lineage/configs.py, which exports both. Torch-free."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ class Mixer:
     name: str                          # the kind, as ModelConfig.mixers writes it
     label: str                         # for people
     field: str                         # the ModelConfig field that holds its config
-    config: type                       # its config class (above)
+    config: type                       # its config class, beside it in its folder's config.py
     module: str                        # its nn.Module, "package.module:Class"
     glyph: str                         # its cell in the layer map (the figure panel)
     colour: str                        # that cell's style
@@ -59,7 +60,7 @@ class Ffn:
     model's module, the layer map's cell, the routing panel, the kernels, parameter counts)."""
     name: str                          # the kind, as ModelConfig.ffns writes it
     field: str | None                  # the ModelConfig field that holds its config; None: no FFN
-    config: type | None                # its config class (above)
+    config: type | None                # its config class (lineage/configs.py)
     module: str | None                 # its nn.Module, "package.module:Class"
     glyph: str                         # its cell under the mixers' in the layer map (the figure panel)
     colour: str | None                 # that cell's style
