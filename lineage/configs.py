@@ -36,9 +36,6 @@ from .mixers.mamba2.config import Mamba2Config
 from .mixers.mla.config import MLAConfig
 from .rope_scaling import RopeScalingConfig
 
-__all__ = ["AttentionConfig", "AttnResConfig", "ConfigError", "DeltaNetConfig", "DenseFFNConfig", "FFNS",
-           "GatedDeltaNetConfig", "KDAConfig", "LinearAttentionConfig", "MIXERS", "MLAConfig", "Mamba2Config",
-           "MechanismConfig", "MoEConfig", "ModelConfig", "RopeScalingConfig"]
 
 @dataclass
 class DenseFFNConfig(MechanismConfig):

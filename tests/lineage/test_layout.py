@@ -20,10 +20,9 @@ def test_scenario_package_is_torch_free():
 def test_configs_and_the_mixer_registry_are_torch_free():
     """Every mixer's config.py comes with lineage.configs (MIXERS is built from them); its
     module.py, beside it, is the only part that needs torch."""
-    r = _fresh("import sys; import lineage.configs, lineage.presets, lineage.config_dict; "
-               "mods = {m.config.__module__ for m in lineage.configs.MIXERS.values()}; "
-               "assert mods == {f'lineage.mixers.{n}.config' for n in ('attention', 'linear_attention', 'deltanet', "
-               "'gated_deltanet', 'kda', 'mamba2', 'mla')}, mods; "
+    r = _fresh("import sys, re; import lineage.configs, lineage.presets, lineage.config_dict; "
+               "mods = [m.config.__module__ for m in lineage.configs.MIXERS.values()]; "
+               "assert mods and all(re.fullmatch(r'lineage\\.mixers\\.\\w+\\.config', m) for m in mods), mods; "
                "assert 'torch' not in sys.modules, 'torch imported'")
     assert r.returncode == 0, r.stderr
 
