@@ -6,7 +6,8 @@ validation must work without importing torch (the `lineage params` and `lineage 
 commands answer in milliseconds, and a trace can be read on a machine with no torch at all).
 A mixer's config lives in its own folder, `lineage/mixers/NAME/config.py`, beside its module;
 `MIXERS`, their descriptors, is the list in lineage/mixers/__init__.py; both are exported here,
-so `from lineage.configs import KDAConfig, MIXERS` is the one way in.
+so the rest of lineage imports `from lineage.configs import KDAConfig, MIXERS` (a mixer's
+module.py alone imports its config from beside it).
 
 Each mechanism config answers for itself what its module holds: `params()` (and
 `active_params()`, what one token touches), `cache_bytes_per_token()` and `state_bytes()`;
