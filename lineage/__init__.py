@@ -2,10 +2,10 @@
 shows them at work. The folders follow the lineage:
 
     ops/         each op's float reference beside its Triton kernels (ops.kernels: the fast ones)
-    mixers/      one nn.Module per sequence mixer: softmax, linear, DeltaNet, Gated DeltaNet, KDA,
-                 Mamba-2, MLA
+    mixers/      one folder per sequence mixer (softmax, linear, DeltaNet, Gated DeltaNet, KDA,
+                 Mamba-2, MLA): its torch-free config.py and its nn.Module in module.py
     ffns/        dense FFN and MoE;  attnres.py  attention over depth;  model.py  the LM
-    configs.py   the config dataclasses and the MIXERS / FFNS registries (no torch); presets.py
+    configs.py   the model's config and every config name, MIXERS and FFNS (no torch); presets.py
     families/    real checkpoints, one mapping file per family (gpt2, llama, qwen3_next, ...)
     scenario/    scenario files: reader, schema, checks, tasks (no torch)
     playback/    frames, traces, sessions and their runners, the trace cache, the player

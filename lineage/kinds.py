@@ -1,10 +1,36 @@
 """The descriptors of a mixer kind and an FFN kind: everything the rest of lineage asks about a
 kind (its config, its module, what it has, how the layer map draws it), so that validation, the
-panels, the backend and eval ask a flag, never a kind's name. The registries themselves,
-`MIXERS` and `FFNS`, are in lineage/configs.py beside the config classes they name. Torch-free."""
+panels, the backend and eval ask a flag, never a kind's name; and `MechanismConfig`, what every
+mechanism's config answers. The registries themselves: `MIXERS`, each mixer's descriptor from
+its folder's config.py (lineage/mixers/NAME/), listed in lineage/mixers/__init__.py; `FFNS` in
+lineage/configs.py, which exports both. Torch-free."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+class MechanismConfig:
+    """What a mechanism config answers without torch. Bytes: cache per token at `dtype_bytes`
+    (bf16 by default), state per sequence at `dtype_bytes` (fp32) plus any cache-dtype buffers.
+    What a mixer kind has (a state, a decay) is its descriptor's to say (`Mixer` below)."""
+
+    def params(self) -> int:
+        raise NotImplementedError
+
+    def active_params(self) -> int:
+        return self.params()
+
+    def cache_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        return 0
+
+    def state_bytes(self, dtype_bytes: int = 4, cache_dtype_bytes: int = 2) -> int:
+        return 0
+
+    def check(self, name: str, field: str) -> None:
+        """Raise ConfigError (lineage/config_checks.py) for a rule among this config's own values
+        that its module would refuse, such as a head count dividing another; `name` is the
+        model's, `field` the ModelConfig field holding this config, so the message and the error's
+        place name both. Every number is already in range (`check_numbers`)."""
 
 
 @dataclass(frozen=True)
@@ -15,7 +41,7 @@ class Mixer:
     name: str                          # the kind, as ModelConfig.mixers writes it
     label: str                         # for people
     field: str                         # the ModelConfig field that holds its config
-    config: type                       # its config class (above)
+    config: type                       # its config class, beside it in its folder's config.py
     module: str                        # its nn.Module, "package.module:Class"
     glyph: str                         # its cell in the layer map (the figure panel)
     colour: str                        # that cell's style
@@ -34,7 +60,7 @@ class Ffn:
     model's module, the layer map's cell, the routing panel, the kernels, parameter counts)."""
     name: str                          # the kind, as ModelConfig.ffns writes it
     field: str | None                  # the ModelConfig field that holds its config; None: no FFN
-    config: type | None                # its config class (above)
+    config: type | None                # its config class (lineage/configs.py)
     module: str | None                 # its nn.Module, "package.module:Class"
     glyph: str                         # its cell under the mixers' in the layer map (the figure panel)
     colour: str | None                 # that cell's style

@@ -25,8 +25,8 @@ def _named(where: str) -> type[nn.Module]:
 
 
 def mixer_class(kind: str) -> type[nn.Module]:
-    """The nn.Module of a mixer kind, as its descriptor names it ("lineage.mixers.kda:KDA"):
-    the registry in configs.py stays torch-free, and a new mixer adds no line here."""
+    """The nn.Module of a mixer kind, as its descriptor names it ("lineage.mixers.kda.module:KDA"):
+    the registry (lineage/mixers/__init__.py) stays torch-free, and a new mixer adds no line here."""
     return _named(MIXERS[kind].module)
 
 

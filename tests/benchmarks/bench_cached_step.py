@@ -18,8 +18,8 @@ import time
 import torch
 
 from lineage.configs import AttentionConfig, MLAConfig
-from lineage.mixers.attention import SoftmaxAttention
-from lineage.mixers.mla import MLA
+from lineage.mixers.attention.module import SoftmaxAttention
+from lineage.mixers.mla.module import MLA
 
 from .timing import wall
 

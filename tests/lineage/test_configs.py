@@ -15,7 +15,7 @@ from lineage.ops import kernels
 import lineage.mixers
 from lineage import ops
 from lineage.backend import set_backend
-from lineage.configs import FFNS, MIXERS, MechanismConfig, ModelConfig
+from lineage.configs import FFNS, MIXERS, ConfigError, MechanismConfig, ModelConfig
 from lineage.model import LM, mixer_class
 from lineage.presets import PRESETS, get_preset
 from lineage.scenario.schema import MemorySpec
@@ -70,13 +70,33 @@ def test_every_mixer_config_field_and_module_has_a_descriptor():
     assert fields == {m.field for m in MIXERS.values()}
     named = {m.module for m in MIXERS.values()}
     configs = {m.config for m in MIXERS.values()}
-    for info in pkgutil.iter_modules(lineage.mixers.__path__):
-        mod = importlib.import_module(f"lineage.mixers.{info.name}")
+    found = set()
+    for info in pkgutil.walk_packages(lineage.mixers.__path__, "lineage.mixers."):   # the mixers' folders too
+        mod = importlib.import_module(info.name)
         for name, cls in inspect.getmembers(mod, inspect.isclass):
             if cls.__module__ == mod.__name__ and issubclass(cls, nn.Module):
                 hint = typing.get_type_hints(cls.__init__).get("cfg")
                 if hint in configs:
                     assert f"{mod.__name__}:{name}" in named, f"{name} takes a mixer config but no descriptor names it"
+                    found.add(f"{mod.__name__}:{name}")
+    assert found == named                                  # the walk reached every module a descriptor names
+
+
+@pytest.mark.parametrize("kind, options, field", [
+    ("softmax", {"n_heads": 64}, "n_heads"),                       # heads of 0 channels
+    ("softmax", {"n_heads": 4, "n_kv_heads": 3}, "n_kv_heads"),
+    ("softmax", {"rope_dim": 3}, "rope_dim"),
+    ("deltanet", {"n_heads": 3, "n_key_heads": 2}, "n_key_heads"),
+    ("gdn", {"n_heads": 3, "n_key_heads": 2}, "n_key_heads"),      # DeltaNet's rule, inherited
+    ("kda", {"gate_form": "other"}, "gate_form"),
+    ("mamba2", {"n_heads": 3, "n_groups": 2}, "n_groups"),
+])
+def test_a_mixer_configs_own_rule_names_its_field(kind, options, field):
+    """A rule a mixer's config keeps beside it (its `check`) runs in ModelConfig.check and names
+    the field, so `lineage validate` points at the override that broke it."""
+    with pytest.raises(ConfigError, match=f"^{kind}: {MIXERS[kind].field}\\.") as e:
+        one_layer(kind, **options)
+    assert e.value.field == (MIXERS[kind].field, field)
 
 
 @pytest.mark.parametrize("kind", KINDS)

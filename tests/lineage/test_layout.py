@@ -17,6 +17,16 @@ def test_scenario_package_is_torch_free():
     assert r.returncode == 0, r.stderr
 
 
+def test_configs_and_the_mixer_registry_are_torch_free():
+    """Every mixer's config.py comes with lineage.configs (MIXERS is built from them); its
+    module.py, beside it, is the only part that needs torch."""
+    r = _fresh("import sys, re; import lineage.configs, lineage.presets, lineage.config_dict; "
+               "mods = [m.config.__module__ for m in lineage.configs.MIXERS.values()]; "
+               "assert mods and all(re.fullmatch(r'lineage\\.mixers\\.\\w+\\.config', m) for m in mods), mods; "
+               "assert 'torch' not in sys.modules, 'torch imported'")
+    assert r.returncode == 0, r.stderr
+
+
 def test_toy_memory_does_not_import_the_schema():
     r = _fresh("import sys; import lineage.playback.toy; "
                "assert 'pydantic' not in sys.modules and 'lineage.scenario' not in sys.modules, "

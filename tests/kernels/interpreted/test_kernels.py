@@ -403,7 +403,7 @@ def test_graph_step_body_keeps_its_state_buffers_current():
     """The body GraphStep captures (its _run) leaves the new delta state, conv cache included,
     in its fixed buffers whether the kernel updated S in place or not: two bodies give two
     plain steps' state. (Capture itself needs CUDA; this checks what is captured.)"""
-    from lineage.mixers.deltanet import DeltaState
+    from lineage.mixers.deltanet.module import DeltaState
     from lineage.graph_step import GraphStep, to_static
     ref, tri = twin_models("tiny-kda", 2)
     ids = torch.randint(0, 256, (1, 12))

@@ -14,7 +14,7 @@ from lineage import ops
 from lineage.arithmetic import count
 from lineage.config_dict import config_from_dict
 from lineage.configs import AttentionConfig, ConfigError, DenseFFNConfig, GatedDeltaNetConfig, ModelConfig
-from lineage.mixers.gated_deltanet import GatedDeltaNet
+from lineage.mixers.gated_deltanet.module import GatedDeltaNet
 from lineage.model import LM
 from lineage.observed import LayerObs
 

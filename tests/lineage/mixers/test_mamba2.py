@@ -7,7 +7,7 @@ import torch
 from lineage import arithmetic, ops
 from lineage.backend import set_backend
 from lineage.configs import MIXERS, Mamba2Config
-from lineage.mixers.mamba2 import Mamba2
+from lineage.mixers.mamba2.module import Mamba2
 from lineage.model import LM
 from lineage.presets import get_preset
 from lineage.observed import LayerObs

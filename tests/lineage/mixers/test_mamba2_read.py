@@ -1,5 +1,5 @@
 """What Mamba-2's step observes, against a plain float64 loop of the SSD recurrence: the read is
-the delta rule's convention (lineage/mixers/deltanet.py: read = k S after the decay, before this
+the delta rule's convention (lineage/mixers/deltanet/module.py: read = k S after the decay, before this
 token's write), with Mamba-2's B as the key, so the state panel reads both families alike.
 
     S'_t = alpha_t S_{t-1}                 alpha_t = exp(dt_t A), one per head
@@ -10,7 +10,7 @@ At an awkward size: odd state and head widths, three heads a group, a seq no chu
 import torch
 
 from lineage.configs import Mamba2Config
-from lineage.mixers.mamba2 import Mamba2
+from lineage.mixers.mamba2.module import Mamba2
 from lineage.observed import LayerObs
 
 F64 = torch.float64

@@ -3,15 +3,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lineage.mixers.attention import KVCache, SoftmaxAttention
+from lineage.mixers.attention.module import KVCache, SoftmaxAttention
 from lineage.configs import (AttentionConfig, DeltaNetConfig, DenseFFNConfig, GatedDeltaNetConfig, KDAConfig,
                              LinearAttentionConfig, MLAConfig, MoEConfig)
-from lineage.mixers.deltanet import DeltaNet
+from lineage.mixers.deltanet.module import DeltaNet
 from lineage.ffns.dense import DenseFFN
-from lineage.mixers.gated_deltanet import GatedDeltaNet
-from lineage.mixers.kda import KDA
-from lineage.mixers.linear_attention import LinearAttention
-from lineage.mixers.mla import MLA
+from lineage.mixers.gated_deltanet.module import GatedDeltaNet
+from lineage.mixers.kda.module import KDA
+from lineage.mixers.linear_attention.module import LinearAttention
+from lineage.mixers.mla.module import MLA
 from lineage.ffns.moe import MoE
 from lineage.mixers.short_conv import ShortConv
 from lineage.observed import LayerObs

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from lineage.configs import AttentionConfig, RopeScalingConfig
-from lineage.mixers.attention import SoftmaxAttention
+from lineage.mixers.attention.module import SoftmaxAttention
 from lineage.mixers.rope import attention_factor, inv_frequencies, rotate
 
 transformers = pytest.importorskip("transformers")

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from lineage.configs import Mamba2Config
-from lineage.mixers.deltanet import DeltaState
+from lineage.mixers.deltanet.module import DeltaState
 from lineage.model import LM
 from lineage.observed import StepObs
 from lineage.playback import runners

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ..configs import AttentionConfig
-from .causal import causal_attention
-from ..observed import AttentionObs, LayerObs
-from .rope import rotate
-from .short_conv import ShortConv
-from .static_cache import StaticCache
+from .config import AttentionConfig
+from ..causal import causal_attention
+from ...observed import AttentionObs, LayerObs
+from ..rope import rotate
+from ..short_conv import ShortConv
+from ..static_cache import StaticCache
 
 
 @dataclass

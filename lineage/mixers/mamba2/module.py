@@ -13,12 +13,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .. import ops
-from ..configs import Mamba2Config
-from .deltanet import DeltaState
-from .gated_deltanet import init_decay_params
-from ..observed import LayerObs, StateObs
-from .short_conv import ShortConv
+from ... import ops
+from .config import Mamba2Config
+from ..deltanet.module import DeltaState
+from ..gated_deltanet.module import init_decay_params
+from ...observed import LayerObs, StateObs
+from ..short_conv import ShortConv
 
 
 class GatedRMSNorm(nn.Module):

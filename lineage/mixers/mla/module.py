@@ -7,11 +7,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ..configs import MLAConfig
-from .causal import causal_attention
-from ..observed import AttentionObs, LayerObs
-from .rope import rotate
-from .static_cache import StaticCache
+from .config import MLAConfig
+from ..causal import causal_attention
+from ...observed import AttentionObs, LayerObs
+from ..rope import rotate
+from ..static_cache import StaticCache
 
 
 def _rows(t: Tensor) -> Tensor:

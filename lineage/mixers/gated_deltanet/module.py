@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..configs import GatedDeltaNetConfig
-from .deltanet import DeltaNet
+from .config import GatedDeltaNetConfig
+from ..deltanet.module import DeltaNet
 
 
 def init_decay_params(n_a: int, n_dt: int) -> tuple[nn.Parameter, nn.Parameter]:

@@ -5,9 +5,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..configs import KDAConfig
-from .deltanet import DeltaNet
-from .gated_deltanet import init_decay_params
+from .config import KDAConfig
+from ..deltanet.module import DeltaNet
+from ..gated_deltanet.module import init_decay_params
 
 
 class KDA(DeltaNet):

@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .. import ops
-from ..configs import DeltaNetConfig
-from .short_conv import ShortConv, l2norm
-from ..observed import LayerObs, StateObs
+from ... import ops
+from .config import DeltaNetConfig
+from ..short_conv import ShortConv, l2norm
+from ...observed import LayerObs, StateObs
 
 
 @dataclass

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .. import ops
-from ..configs import LinearAttentionConfig
-from ..observed import LayerObs, StateObs
+from ... import ops
+from .config import LinearAttentionConfig
+from ...observed import LayerObs, StateObs
 
 
 @dataclass

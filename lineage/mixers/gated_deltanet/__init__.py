@@ -1,0 +1,4 @@
+"""Gated DeltaNet: DeltaNet plus one learned decay per head.
+
+config.py: its config and descriptor (torch-free); module.py: its nn.Module, its state and its
+step. Nothing is imported here, so the config comes without torch."""

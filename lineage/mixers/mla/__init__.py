@@ -1,0 +1,4 @@
+"""Multi-head latent attention: one compressed latent per token in the cache.
+
+config.py: its config and descriptor (torch-free); module.py: its nn.Module, its state and its
+step. Nothing is imported here, so the config comes without torch."""
