@@ -15,15 +15,18 @@ from lineage import __version__
 from lineage.scenarios import DIR as SCENARIO_DIR
 
 from . import export as export_cli, train as train_cli
-from .opening import check, checkpoint_options, checkpoint_scenario, err, guarded, made_scenario, missing, resolve
+from .opening import (check, checkpoint_dir, checkpoint_options, checkpoint_scenario, err, guarded, made_scenario,
+                      missing, resolve, revision_option)
 
 
 
-def _config_of(name: str):
-    """A preset's config, or a checkpoint directory's (read from its config.json, no weights)."""
-    if Path(name).expanduser().is_dir():
+def _config_of(name: str, revision: str | None = None):
+    """A preset's config, or a checkpoint directory's or cached hub id's (read from its
+    config.json, no weights). ValueError (PretrainedError is one) when it is none of them."""
+    root = checkpoint_dir(name, revision)
+    if root is not None:
         from lineage.families import read_model_config
-        return read_model_config(name)[0]
+        return read_model_config(root)[0]
     from lineage.presets import get_preset
     return get_preset(name)
 
@@ -31,7 +34,7 @@ def _config_of(name: str):
 def _params(args) -> int:
     from lineage.arithmetic import count, human
     try:
-        cfg = _config_of(args.preset)
+        cfg = _config_of(args.preset, args.revision)
     except ValueError as e:
         print(f"lineage params: {e}", file=sys.stderr)
         return 2
@@ -64,7 +67,7 @@ def _kind_counts(kinds) -> dict[str, int]:
 def _memory(args) -> int:
     from lineage.arithmetic import H200_BYTES, batch_per_card, count, fmt_bytes, model_memory
     try:
-        cfg = _config_of(args.preset)
+        cfg = _config_of(args.preset, args.revision)
     except ValueError as e:
         print(f"lineage memory: {e}", file=sys.stderr)
         return 2
@@ -154,21 +157,22 @@ def _list(args) -> int:
 
 
 def _validate(args) -> int:
-    paths = [_checked_path(f) for f in args.files]
+    paths = [_checked_path(f, args.revision) for f in args.files]
     bad = sum(path is None or not check(path, every_frame=True) for path in paths)
     return 2 if bad else 0
 
 
-def _checked_path(f: str) -> str | None:
-    """What `validate` checks for a file name: the file, or for a checkpoint directory the
-    scenario `lineage run DIR` would open (None, its problem printed, when there is none)."""
-    if not Path(f).expanduser().is_dir():
-        return resolve(f)
+def _checked_path(f: str, revision: str | None = None) -> str | None:
+    """What `validate` checks for a file name: the file, or for a checkpoint directory or cached
+    hub id the scenario `lineage run` would open (None, its problem printed, when there is none)."""
     from lineage.families import PretrainedError
     from lineage.families.shards import resolve_dir
     from lineage.families.tokenizer import tokenizer_for
     try:       # no tokenizer: `run` needs --ids, any will do to check the rest
-        return made_scenario(f, ids=None if tokenizer_for(resolve_dir(f)) else [0])
+        root = checkpoint_dir(f, revision)
+        if root is None:
+            return resolve(f)
+        return made_scenario(root, ids=None if tokenizer_for(resolve_dir(root)) else [0], given=f)
     except PretrainedError as e:
         err(str(e))
         return None
@@ -289,19 +293,21 @@ def _main(argv: list[str] | None) -> int:
     p = argparse.ArgumentParser(prog="lineage", description="Watch language-model memory work, token by token.")
     p.add_argument("--version", action="version", version=f"lineage {__version__}")
     sub = p.add_subparsers(dest="cmd")
-    pp = sub.add_parser("params", help="total and active parameter counts of a preset or checkpoint directory "
-                        "(no weights read)")
+    pp = sub.add_parser("params", help="total and active parameter counts of a preset, checkpoint directory or "
+                        "cached hub id (no weights read)")
     pp.add_argument("preset")
     pp.add_argument("--json", action="store_true", help="print the full breakdown as JSON")
+    revision_option(pp)
     pp.set_defaults(func=_params)
-    pm = sub.add_parser("memory", help="cache and state bytes of a preset or checkpoint directory, and the "
-                        "batch a card holds")
+    pm = sub.add_parser("memory", help="cache and state bytes of a preset, checkpoint directory or cached hub id, "
+                        "and the batch a card holds")
     pm.add_argument("preset")
     pm.add_argument("--context", type=int, default=131072, help="context length in tokens (default 131072)")
     pm.add_argument("--card-gb", type=float, default=141.0, help="accelerator memory in GB (default: H200, 141)")
     pm.add_argument("--cards", type=int, default=1, help="cards the weights and caches are spread over (default 1)")
     pm.add_argument("--weight-bytes", type=float, default=2.0, help="bytes per parameter (default 2, bf16)")
     pm.add_argument("--json", action="store_true")
+    revision_option(pm)
     pm.add_argument("--device-map", metavar="MAP", help="print where each layer would go instead: auto, balanced, "
                     "sequential, cuda:0,cuda:1 or FILE.json (module name -> device), as Hugging Face writes them")
     pm.add_argument("--gpu-memory", metavar="SIZES", help="with --device-map, the GPUs to plan for: 141GB (each GPU "
@@ -309,7 +315,8 @@ def _main(argv: list[str] | None) -> int:
     pm.set_defaults(func=_memory)
     sub.add_parser("presets", help="list the model presets").set_defaults(func=_presets)
     sub.add_parser("list", help="the bundled scenarios, one line each").set_defaults(func=guarded(_list))
-    prun = sub.add_parser("run", help="open the app on a scenario, a recorded trace or a checkpoint directory")
+    prun = sub.add_parser("run", help="open the app on a scenario, a recorded trace, a checkpoint directory or a "
+                          "hub id in the local Hugging Face cache (org/name; never downloaded)")
     prun.add_argument("file")
     prun.add_argument("--salvage", action="store_true", help="open the complete frames of a truncated trace")
     checkpoint_options(prun)
@@ -330,6 +337,7 @@ def _main(argv: list[str] | None) -> int:
     pserve.set_defaults(func=_serve)
     pv = sub.add_parser("validate", help="check scenario (or trace) files: exit 0, or 2 with FILE:LINE:COL: problem")
     pv.add_argument("files", nargs="+")
+    revision_option(pv)
     pv.set_defaults(func=guarded(_validate))
     export_cli.add_commands(sub)                      # record, snapshot, slides
     train_cli.add_commands(sub)

@@ -1,6 +1,6 @@
 """What the commands share about the files they are given: a bundled scenario's name or a path,
 a scenario or a trace opened with its located problems as one line each on stderr (exit 2),
-and a checkpoint directory given instead of a scenario. Torch is not imported here."""
+and a checkpoint directory (or a hub id in the local cache) given instead of a scenario. Torch is not imported here."""
 from __future__ import annotations
 
 import os
@@ -145,13 +145,15 @@ def _prefill_on_stderr():
 
 
 def checkpoint_options(parser) -> None:
-    g = parser.add_argument_group("a checkpoint directory (Hugging Face layout) instead of a scenario")
+    g = parser.add_argument_group("a checkpoint directory (Hugging Face layout) or a hub id in the local cache "
+                                  "(org/name) instead of a scenario")
     g.add_argument("--text", help="input text, through the checkpoint's tokenizer")
     g.add_argument("--text-file", metavar="FILE", help="input text from a UTF-8 file (- reads stdin); "
                    "a long one is read at once up to its last 32 tokens, which are stepped, then 32 generated")
     g.add_argument("--prefill", type=int, metavar="N", help="input tokens read at once before the first step "
                    "(default: 0, or all but the last 32 of an input over 256 tokens)")
     g.add_argument("--ids", help="input token ids, e.g. 464,3139,286")
+    revision_option(g)
     g.add_argument("--dtype", choices=list(DTYPE_BYTES),
                    help="weights' dtype (default: the checkpoint's own)")
     g.add_argument("--device", choices=["auto", "cpu", "cuda"], help="where the model runs (default: auto)")
@@ -161,15 +163,41 @@ def checkpoint_options(parser) -> None:
 
 
 
+def revision_option(parser) -> None:
+    parser.add_argument("--revision", metavar="REV", help="a hub id's branch, tag or commit id in the local cache "
+                        "(default: main)")
+
+
+def checkpoint_dir(target: str, revision: str | None = None) -> str | None:
+    """The checkpoint directory a command's argument names, or None where it names none (a
+    scenario, a trace, a bundled name, a missing file: the command's own reading says which).
+    A directory is itself; a hub id (`org/name`, no such path or bundled name) is its snapshot in
+    the local Hugging Face cache, offline (lineage.families.hub). Every command that takes a
+    checkpoint asks here. PretrainedError (one line): a hub id not in the cache, a hostile ref,
+    or --revision given for anything but a hub id."""
+    from lineage.families import PretrainedError
+    from lineage.families.hub import find_snapshot, hub_id
+    if hub_id(target) is not None:
+        return str(find_snapshot(target, revision))
+    if revision is not None:
+        raise PretrainedError(f"{target}: --revision applies to a hub id (org/name) in the Hugging Face cache")
+    return target if Path(target).expanduser().is_dir() else None
+
+
 def checkpoint_scenario(args, attr: str) -> int | None:
-    """When args.<attr> is a directory, replace it with a scenario made for that checkpoint
-    (written to a private temporary folder, removed at exit); an exit code when that fails."""
+    """When args.<attr> is a directory or a cached hub id, replace it with a scenario made for
+    that checkpoint (written to a private temporary folder, removed at exit); an exit code when
+    that fails."""
+    from lineage.families import PretrainedError
     target = getattr(args, attr)
     given = [f"--{k.replace('_', '-')}" for k in ("text", "text_file", "ids", "prefill", "dtype", "device", "device_map")
              if getattr(args, k, None) is not None]
-    if not Path(target).expanduser().is_dir():
+    try:
+        root = checkpoint_dir(target, getattr(args, "revision", None))
+    except PretrainedError as e:
+        return err(str(e))
+    if root is None:
         return err(f"{target}: {', '.join(given)} apply to a checkpoint directory") if given else None
-    from lineage.families import PretrainedError
     ids = None
     if args.ids is not None:
         try:
@@ -185,9 +213,9 @@ def checkpoint_scenario(args, attr: str) -> int | None:
     if prefill is not None and prefill < 0:
         return err(f"--prefill {prefill}: expected a number of tokens >= 0")
     try:
-        setattr(args, attr, made_scenario(target, args.text, ids, args.dtype, args.device,
+        setattr(args, attr, made_scenario(root, args.text, ids, args.dtype, args.device,
                                           text_file=text_file, prefill=prefill,
-                                          device_map=getattr(args, "device_map", None)))
+                                          device_map=getattr(args, "device_map", None), given=target))
     except PretrainedError as e:
         return err(str(e))
     except ValueError as e:                 # the text file: missing, too large, not UTF-8; --prefill past it
@@ -196,9 +224,10 @@ def checkpoint_scenario(args, attr: str) -> int | None:
 
 
 def made_scenario(target: str, text=None, ids=None, dtype=None, device=None, text_file=None, prefill=None,
-                  device_map=None) -> str:
+                  device_map=None, given: str | None = None) -> str:
     """The path of a scenario made for the checkpoint directory `target` (in a private temporary
-    folder, removed at exit; its messages are mapped back by `as_given`); PretrainedError, or
+    folder, removed at exit; its messages are mapped back by `as_given` to `given`, what the user
+    wrote: the directory, or the hub id whose snapshot `target` is); PretrainedError, or
     ValueError (one line) for a text file that cannot be the input. `text_file` '-' is stdin,
     copied into that folder (the scenario reads it as `input.file` as it reads any file)."""
     import atexit
@@ -216,9 +245,11 @@ def made_scenario(target: str, text=None, ids=None, dtype=None, device=None, tex
     made = scenario_text(target, text, ids, dtype, device, file=None if file is None else str(file),
                          prefill=prefill, file_named=text_file, device_map=_absolute_map(device_map))
     root = Path(target).expanduser().resolve()
-    out = folder / f"{root.name or 'checkpoint'}.yaml"
+    # a hub id's snapshot folder is named by its commit: the file takes the id's name instead
+    name = given.rpartition("/")[2] if given is not None and given != target else root.name
+    out = folder / f"{name or 'checkpoint'}.yaml"
     out.write_text(made, encoding="utf-8")
-    MADE[str(out)] = (target, str(root))
+    MADE[str(out)] = (given or target, str(root))
     return str(out)
 
 

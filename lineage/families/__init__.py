@@ -9,9 +9,18 @@
     experts.py       the MoE tensor names both hybrids share
     tokenizer.py     the checkpoint's tokenizer (tokenizer.json or tiktoken.model), or None
     scenario.py      the scenario `lineage run DIR` opens (default panels per architecture)
+    hub.py           a hub id (org/name) found in the local Hugging Face cache, offline; refs read bounded
     problems.py      PretrainedError: one line for the user
 """
-from .loader import is_checkpoint, load_pretrained, read_model_config
 from .problems import PretrainedError
 
 __all__ = ["load_pretrained", "read_model_config", "is_checkpoint", "PretrainedError"]
+
+
+def __getattr__(name: str):
+    """The loader's names, imported when first asked for: the loader imports torch (through the
+    families' files), and `lineage params k3` or a hub id's lookup (hub.py) must not wait for it."""
+    if name in ("load_pretrained", "read_model_config", "is_checkpoint"):
+        from . import loader
+        return getattr(loader, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,9 +9,11 @@ final place, so no second copy of the weights is ever held.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .hfconfig import read_json
+from .hub import RefMissing, snapshot_of
 from .problems import PretrainedError
 
 INDEX = "model.safetensors.index.json"
@@ -35,15 +37,18 @@ _TORCH_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "b
 
 def resolve_dir(path) -> Path:
     """The directory holding config.json: `path` itself, or for a hub cache folder
-    (`models--org--name`) the snapshot that refs/main names (or its only snapshot)."""
+    (`models--org--name`) the snapshot that refs/main names (or its only snapshot). A hub id
+    (`org/name`) is found in the cache by lineage.families.hub, before it comes here."""
     root = Path(path).expanduser()
     if not root.is_dir():
         raise PretrainedError(f"{root}: not a directory (a checkpoint is a folder with config.json and *.safetensors)")
     snaps = root / "snapshots"
     if not (root / "config.json").exists() and snaps.is_dir():
-        ref = root / "refs" / "main"
-        if ref.is_file() and (snaps / ref.read_text().strip()).is_dir():
-            return snaps / ref.read_text().strip()
+        if os.path.lexists(root / "refs" / "main"):      # a dangling link too: read, and refused, as any ref
+            try:
+                return snapshot_of(root, "main")      # read bounded, a commit id, a folder inside the repo
+            except RefMissing:                        # a commit not held: the only snapshot, as before
+                pass
         found = sorted(p for p in snaps.iterdir() if p.is_dir())
         if len(found) == 1:
             return found[0]

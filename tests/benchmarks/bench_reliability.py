@@ -10,9 +10,10 @@ A case's mode: "load" (`lineage.load_pretrained`), "params" or "validate" (that 
 folder: validate checks every tensor's header without reading one), or a command line, a tuple
 whose "{dir}" is the case's folder (issue 51: a hostile --device-map file, -o a FIFO with --force,
 a trace of millions of empty records, nonsense arguments and settings, a killed writer's partial;
-the "files" family is an empty folder). A case may say what else it expects: `exit` (default 2),
-`lines` (most lines on stderr, default 1), `env` (settings for the child), `check` (a function of
-the folder: what is wrong with it afterwards, or None).
+the "files" family is an empty folder; the "hub" family a Hugging Face cache holding org/tiny, a
+GPT-2, whose refs/main is made hostile). A case may say what else it expects: `exit` (default 2),
+`lines` (most lines on stderr, default 1), `env` (settings for the child; "{dir}" in a value is the
+case's folder too), `check` (a function of the folder: what is wrong with it afterwards, or None).
 
 A case passes when the child exits as expected with at most its lines on stderr, in under 5 s and
 500 MB, and its check finds nothing wrong; the table says which do not. The tiny checkpoints are
@@ -67,7 +68,18 @@ def builders() -> dict:
     from tests.lineage.families.test_qwen3_5 import qwen as qwen3_5
     return {"gpt2": gpt2, "llama": make, "qwen3": lambda p: make(p, "qwen3"), "kimi_linear": kimi,
             "qwen3_next": qwen, "qwen3_5": lambda p: qwen3_5(p, moe=True, composite=True), "olmo_hybrid": olmo,
-            "mamba2": mamba, "files": lambda p: p.mkdir(parents=True)}
+            "mamba2": mamba, "files": lambda p: p.mkdir(parents=True), "hub": lambda p: hub_cache(p, gpt2)}
+
+
+HUB_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def hub_cache(path, gpt2):
+    """A Hugging Face cache holding org/tiny: a GPT-2 at one commit, refs/main naming it."""
+    repo = path / "models--org--tiny"
+    gpt2(repo / "snapshots" / HUB_COMMIT)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(HUB_COMMIT)
 
 
 # -- how each case spoils its copy ------------------------------------------------------------
@@ -197,6 +209,9 @@ NESTED = write("config.json", b"[" * 100_000 + b"]" * 100_000)
 KIMI_PATTERN = {"full_attn_layers": [4], "kda_layers": [1, 2, 3, 5], "head_dim": 16, "num_heads": 3}
 
 MEMORY_MAP = ("memory", "{dir}", "--device-map", "{dir}/map.json", "--gpu-memory", "2x141GB")
+HUB_MEMORY = ("memory", "org/tiny", "--context", "64")      # the id found in the cache at {dir}
+IN_CACHE = {"env": {"HF_HUB_CACHE": "{dir}"}}
+REF = "models--org--tiny/refs/main"
 RECORD_FORCED = ("record", "{dir}", "--ids", "1,2,3", "-o", "{dir}/out.trace", "--force")
 
 # (family, case, spoil, mode[, what else it expects])
@@ -292,6 +307,19 @@ CASES = [
     ("files", "a killed writer's .lineage partial (then lineage snapshot: exit 0)", dead_writers_partial,
      ("snapshot", "recall", "--step", "1", "--no-cache", "-o", "{dir}/a.txt"), {"exit": "0", "lines": 0,
                                                                                "check": no_partials}),
+    # a hub id opened from the local cache: its refs/main read bounded, a commit id, never a path out
+    ("hub", "org/tiny in the cache (lineage memory: exit 0)", lambda p: None, HUB_MEMORY,
+     {**IN_CACHE, "exit": "0", "lines": 0}),
+    ("hub", "org/absent, not in the cache (lineage validate)", lambda p: None, ("validate", "org/absent"), IN_CACHE),
+    ("hub", "refs/main of 1 GB", sparse(REF, 1 << 30), HUB_MEMORY, IN_CACHE),
+    ("hub", "refs/main a FIFO", both(lambda p: (p / REF).unlink(), fifo(REF)), HUB_MEMORY, IN_CACHE),
+    ("hub", "refs/main linked to /dev/zero", link(REF, "/dev/zero"), HUB_MEMORY, IN_CACHE),
+    ("hub", "refs/main not hex", write(REF, b"not a commit id"), HUB_MEMORY, IN_CACHE),
+    ("hub", "refs/main ../../..", write(REF, b"../../.."), HUB_MEMORY, IN_CACHE),
+    ("hub", "refs/main names a snapshot linked to /", both(write(REF, b"f" * 40),
+                                                          link("models--org--tiny/snapshots/" + "f" * 40, "/")),
+     HUB_MEMORY, IN_CACHE),
+    ("hub", "--revision ../../../etc", lambda p: None, (*HUB_MEMORY, "--revision", "../../../etc"), IN_CACHE),
 ]
 
 
@@ -303,7 +331,9 @@ def run(mode, path: Path, most: int = 1, env: dict | None = None) -> tuple[str, 
     start = time.perf_counter()
     try:
         out = subprocess.run([sys.executable, "-c", CHILD, *argv], capture_output=True, text=True,
-                             env=dict(os.environ, PYTHONPATH=str(ROOT), **(env or {})), cwd=ROOT, timeout=120)
+                             env=dict(os.environ, PYTHONPATH=str(ROOT),
+                                      **{k: v.format(dir=path) for k, v in (env or {}).items()}),
+                             cwd=ROOT, timeout=120)
     except subprocess.TimeoutExpired:
         return "killed at 120 s", time.perf_counter() - start, None, None, ""
     wall = time.perf_counter() - start

@@ -111,7 +111,8 @@ def test_config_problems(ckpt):
 def test_hub_cache_folder(ckpt, tmp_path):
     """The hub cache: snapshots/<hash>/ holds links into blobs/, refs/main names the hash."""
     repo = tmp_path / "models--openai--tiny"
-    snap = repo / "snapshots" / "abc123"
+    commit = "abc123" + "0" * 34                 # refs/main must hold a commit id: 40 hex digits
+    snap = repo / "snapshots" / commit
     (repo / "blobs").mkdir(parents=True)
     snap.mkdir(parents=True)
     for f in ckpt.iterdir():
@@ -119,7 +120,7 @@ def test_hub_cache_folder(ckpt, tmp_path):
         shutil.copy(f, blob)
         (snap / f.name).symlink_to(os.path.relpath(blob, snap))
     (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text("abc123")
+    (repo / "refs" / "main").write_text(commit)
     model, _ = lineage.load_pretrained(repo)
     assert model.cfg.name == "models--openai--tiny"
 
