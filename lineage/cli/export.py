@@ -9,7 +9,7 @@ from pathlib import Path
 
 from lineage.files import name_max, output_problem, write_new
 
-from .opening import BUGS, checkpoint_options, err, first_line, guarded, open_file, resolve
+from .opening import BUGS, as_given, checkpoint_options, err, first_line, guarded, open_file, resolve
 
 
 def add_commands(sub) -> None:
@@ -171,7 +171,7 @@ def _snapshot(args) -> int:
             for why in notes:              # refused, or no room for even its header: said, run uncached
                 print(f"{args.source}: note: {why}", file=sys.stderr)
             if publish is not None and cur.made < args.step:
-                print(f"{args.source}: computing steps {cur.made + 1} - {args.step} (kept in the trace cache "
+                print(f"{as_given(args.source)}: computing steps {cur.made + 1} - {args.step} (kept in the trace cache "
                       "for next time; --no-cache skips it)", file=sys.stderr)
         return _snapshot_of(cur, args, out)
     finally:

@@ -16,6 +16,9 @@ from lineage.scenarios import resolve  # noqa: F401  a name or a path, as the co
 # the scenarios made for checkpoint directories: their temporary path -> (the directory as the
 # user gave it, the resolved one the scenario names); the user never wrote that path
 MADE: dict[str, tuple[str, str]] = {}
+# a made scenario's path -> what it was made from: the checkpoint directory, the weights file or
+# the scenario (the app's `i` makes another from the same origin, on other text)
+ORIGIN: dict[str, str] = {}
 
 
 def err(msg: str) -> int:
@@ -145,9 +148,11 @@ def _prefill_on_stderr():
 
 
 def checkpoint_options(parser) -> None:
-    g = parser.add_argument_group("a checkpoint directory (Hugging Face layout) or a hub id in the local cache "
-                                  "(org/name) instead of a scenario")
-    g.add_argument("--text", help="input text, through the checkpoint's tokenizer")
+    g = parser.add_argument_group("your own input: for a scenario whose models read text (or token ids), a "
+                                  "trained .safetensors file, a checkpoint directory (Hugging Face layout) or a "
+                                  "hub id in the local cache (org/name)")
+    g.add_argument("--text", help="input text, through the model's tokenizer (a scenario's captions, written "
+                   "for its own input, are left out)")
     g.add_argument("--text-file", metavar="FILE", help="input text from a UTF-8 file (- reads stdin); "
                    "a long one is read at once up to its last 32 tokens, which are stepped, then 32 generated")
     g.add_argument("--prefill", type=int, metavar="N", help="input tokens read at once before the first step "
@@ -155,8 +160,8 @@ def checkpoint_options(parser) -> None:
     g.add_argument("--ids", help="input token ids, e.g. 464,3139,286")
     revision_option(g)
     g.add_argument("--dtype", choices=list(DTYPE_BYTES),
-                   help="weights' dtype (default: the checkpoint's own)")
-    g.add_argument("--device", choices=["auto", "cpu", "cuda"], help="where the model runs (default: auto)")
+                   help="a checkpoint's weights' dtype (default: its own)")
+    g.add_argument("--device", choices=["auto", "cpu", "cuda"], help="where a checkpoint runs (default: auto)")
     g.add_argument("--device-map", metavar="MAP", help="place the layers over devices instead: auto, balanced, "
                    "sequential, a list such as cuda:0,cpu, or a JSON file of module -> device "
                    "(lineage memory DIR --device-map MAP shows the plan first)")
@@ -186,8 +191,10 @@ def checkpoint_dir(target: str, revision: str | None = None) -> str | None:
 
 def checkpoint_scenario(args, attr: str) -> int | None:
     """When args.<attr> is a directory or a cached hub id, replace it with a scenario made for
-    that checkpoint (written to a private temporary folder, removed at exit); an exit code when
-    that fails."""
+    that checkpoint; when it is a trained weights file (.safetensors with its sidecar), with one
+    made for those weights; when it is a scenario given --text, --text-file or --ids, with that
+    scenario on this input (lineage.scenario.own_input). Each is written to a private temporary
+    folder, removed at exit. An exit code when that fails."""
     from lineage.families import PretrainedError
     target = getattr(args, attr)
     given = [f"--{k.replace('_', '-')}" for k in ("text", "text_file", "ids", "prefill", "dtype", "device", "device_map")
@@ -197,7 +204,24 @@ def checkpoint_scenario(args, attr: str) -> int | None:
     except PretrainedError as e:
         return err(str(e))
     if root is None:
-        return err(f"{target}: {', '.join(given)} apply to a checkpoint directory") if given else None
+        return _own_input(args, attr, target, given)
+    parsed = _input_args(args)
+    if isinstance(parsed, int):
+        return parsed
+    ids, text_file, prefill = parsed
+    try:
+        setattr(args, attr, made_scenario(root, args.text, ids, args.dtype, args.device,
+                                          text_file=text_file, prefill=prefill,
+                                          device_map=getattr(args, "device_map", None), given=target))
+    except PretrainedError as e:
+        return err(str(e))
+    except ValueError as e:                 # the text file: missing, too large, not UTF-8; --prefill past it
+        return err(str(e))
+    return None
+
+
+def _input_args(args):
+    """(ids, text file, prefill) as given, or the exit code of a line saying what is wrong."""
     ids = None
     if args.ids is not None:
         try:
@@ -212,15 +236,76 @@ def checkpoint_scenario(args, attr: str) -> int | None:
     prefill = getattr(args, "prefill", None)
     if prefill is not None and prefill < 0:
         return err(f"--prefill {prefill}: expected a number of tokens >= 0")
+    return ids, text_file, prefill
+
+
+def _own_input(args, attr: str, target: str, given: list[str]) -> int | None:
+    """A weights file, or a scenario given its own input: args.<attr> replaced by the scenario
+    made for it. Nothing given and not a weights file: None, the target read as it is."""
+    path = resolve(target)
+    weights = path.endswith(".safetensors") and Path(path).is_file()
+    if not weights and not given:
+        return None
+    placed = [g for g in given if g in ("--dtype", "--device", "--device-map")]
+    if placed:
+        return err(f"{target}: {', '.join(placed)} {'applies' if len(placed) == 1 else 'apply'} to a checkpoint directory")
+    if not weights and not Path(path).is_file():
+        return err(missing(path))
+    parsed = _input_args(args)
+    if isinstance(parsed, int):
+        return parsed
+    ids, text_file, prefill = parsed
     try:
-        setattr(args, attr, made_scenario(root, args.text, ids, args.dtype, args.device,
-                                          text_file=text_file, prefill=prefill,
-                                          device_map=getattr(args, "device_map", None), given=target))
-    except PretrainedError as e:
-        return err(str(e))
-    except ValueError as e:                 # the text file: missing, too large, not UTF-8; --prefill past it
+        setattr(args, attr, own_input_scenario(path, target, text=args.text, ids=ids, text_file=text_file,
+                                               prefill=prefill))
+    except ValueError as e:           # NotOwnInput, a text file that cannot be read: one line
         return err(str(e))
     return None
+
+
+def own_input_scenario(path: str, name: str, *, text=None, ids=None, text_file=None, prefill=None) -> str:
+    """The path of a made scenario: the weights file or scenario `path` (`name`: as the reader
+    named it) on this input. `text_file` '-' is stdin. ValueError (one line) when it cannot be."""
+    from lineage.scenario import ScenarioError
+    from lineage.scenario.input_file import read_text_file
+    from lineage.scenario.own_input import with_input
+    from lineage.scenario.weights_file import weights_scenario
+    folder = _made_folder()
+    file = None
+    if text_file == "-":
+        file = folder / "stdin"
+        file.write_bytes(_stdin_bytes())
+    elif text_file is not None:
+        file = Path(text_file).expanduser().absolute()
+    if file is not None:           # read here, so that a file that cannot be the input is said now
+        try:
+            read_text_file(str(file))
+        except ValueError as e:
+            raise ValueError(f"--text-file {text_file}: {e}") from None
+    if path.endswith(".safetensors"):
+        made = weights_scenario(path, name, text=text, file=None if file is None else str(file), ids=ids,
+                                prefill=prefill)
+    else:
+        try:
+            made, _ = with_input(path, name, text=text, file=None if file is None else str(file), ids=ids,
+                                 prefill=prefill)
+        except ScenarioError as e:
+            raise ValueError(as_given(e.lines()[0])) from None
+    out = folder / f"{Path(path).stem}-own.yaml"
+    out.write_text(made, encoding="utf-8")
+    MADE[str(out)] = (name, str(Path(path).resolve().parent))
+    ORIGIN[str(out)] = path
+    return str(out)
+
+
+def _made_folder() -> Path:
+    """A private temporary folder for made scenarios, removed at exit."""
+    import atexit
+    import shutil
+    import tempfile
+    folder = Path(tempfile.mkdtemp(prefix="lineage-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
 
 
 def made_scenario(target: str, text=None, ids=None, dtype=None, device=None, text_file=None, prefill=None,
@@ -230,12 +315,8 @@ def made_scenario(target: str, text=None, ids=None, dtype=None, device=None, tex
     wrote: the directory, or the hub id whose snapshot `target` is); PretrainedError, or
     ValueError (one line) for a text file that cannot be the input. `text_file` '-' is stdin,
     copied into that folder (the scenario reads it as `input.file` as it reads any file)."""
-    import atexit
-    import shutil
-    import tempfile
     from lineage.families.scenario import checkpoint_scenario as scenario_text
-    folder = Path(tempfile.mkdtemp(prefix="lineage-"))
-    atexit.register(shutil.rmtree, folder, True)
+    folder = _made_folder()
     file = None
     if text_file == "-":
         file = folder / "stdin"
@@ -250,6 +331,7 @@ def made_scenario(target: str, text=None, ids=None, dtype=None, device=None, tex
     out = folder / f"{name or 'checkpoint'}.yaml"
     out.write_text(made, encoding="utf-8")
     MADE[str(out)] = (given or target, str(root))
+    ORIGIN[str(out)] = str(root)
     return str(out)
 
 

@@ -32,6 +32,9 @@ def refusal(path: str, root: Path | None = None) -> str | None:
     root = root or served_root()
     if root is None:
         return None
+    from .opening import ORIGIN
+    if path in ORIGIN:                 # made by this process (the `i` key) from what it was let open
+        return None
     p = Path(path).resolve()           # symlinks followed: a link under the root to /etc is outside
     if not (p.is_relative_to(root) or p.is_relative_to(SCENARIO_DIR.resolve())):
         return f"{path}: outside {root}; the served app opens only the bundled scenarios and files under it"

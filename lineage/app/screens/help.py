@@ -18,6 +18,7 @@ KEYS = """\
   p  left   previous token            home end  first / last step
   +  -      faster / slower           g         go to a step
   {  }      previous / next caption (its step)
+  i         run it on your own text   b         back to the run before
   up down   scroll a caption longer than its bar (its border says)
   pgup pgdn page through a panel taller than its box, else the panels
   speeds: 1, 2, 5, 10, 20 steps/s, max; click the timeline to jump

@@ -31,13 +31,14 @@ from ..widgets.timeline import Timeline
 from .error import ErrorScreen
 from .help import HelpScreen
 from .messages import Stage, taken_down, unless_taken_down
+from .own_text import OwnText
 from .stepping import Stepping
 
 MIN_W, MIN_H = 60, 20
 FILL_ROW = 14          # rows of panels at least this tall share the screen (no scrolling), pictures fill them
 
 
-class MainScreen(Stepping, Screen):
+class MainScreen(Stepping, OwnText, Screen):
     # an export is read on a projector: each panel's title in the text colour, its border whole
     DEFAULT_CSS = """
     MainScreen.-slide Panel { border: round $primary; border-title-color: $foreground;
@@ -57,6 +58,8 @@ class MainScreen(Stepping, Screen):
         Binding("s", "snapshot", "snapshot"),
         Binding("m", "maximise", "maximise"),
         Binding("g", "goto", "go to", show=False),
+        Binding("i", "own_text", "your text", show=False),
+        Binding("b", "back", "the run before", show=False),
         Binding("left_square_bracket", "pick('layer', -1)", "layer-", show=False),
         Binding("right_square_bracket", "pick('layer', 1)", "layer+", show=False),
         Binding("comma", "pick('head', -1)", "head-", show=False),
