@@ -219,6 +219,9 @@ class MLAConfig(MechanismConfig):
     v_head_dim: int = 16
     rope: bool = False                 # Kimi uses NoPE: the shared key part is not rotated
     rope_theta: float = 10000.0
+    rope_scaling: RopeScalingConfig | None = None   # None: plain RoPE at rope_theta (DeepSeek-V3: YaRN)
+    rope_interleave: bool = False      # DeepSeek's rotated channels come as pairs (0, 1), (2, 3), ...
+    softmax_scale: float | None = None  # None: (qk_nope + qk_rope)^-0.5 (DeepSeek-V3's YaRN sharpens it)
     output_gate: bool = False          # K3: sigmoid(g(x)) per channel before o_proj
     norm_eps: float = 1e-6
 
@@ -465,6 +468,10 @@ class ModelConfig:
             raise ConfigError(f"{self.name}: attention.rope_dim must be even and at most head_dim", ("attention", "rope_dim"))
         if a is not None and a.rope_scaling is not None:
             check_rope_scaling(self.name, a.rope_scaling)
+        if self.mla is not None and self.mla.rope and self.mla.qk_rope_head_dim % 2:
+            raise ConfigError(f"{self.name}: mla.qk_rope_head_dim must be even to be rotated", ("mla", "qk_rope_head_dim"))
+        if self.mla is not None and self.mla.rope_scaling is not None:
+            check_rope_scaling(self.name, self.mla.rope_scaling, "mla")
         for kind in (m.field for m in MIXERS.values() if issubclass(m.config, DeltaNetConfig)):
             sub = getattr(self, kind)
             if sub is not None and sub.n_heads % sub.key_heads:
