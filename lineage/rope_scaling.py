@@ -41,5 +41,6 @@ def check_rope_scaling(name: str, r: RopeScalingConfig, section: str = "attentio
     if r.kind == "llama3" and not 0 < r.low_freq_factor < r.high_freq_factor:
         raise ConfigError(f"{name}: {section}.rope_scaling needs 0 < low_freq_factor < high_freq_factor",
                           where + ("low_freq_factor",))
-    if r.kind == "yarn" and not 0 < r.beta_slow < r.beta_fast:
-        raise ConfigError(f"{name}: {section}.rope_scaling needs 0 < beta_slow < beta_fast", where + ("beta_slow",))
+    # equal betas (Kimi K2's 1 and 1) ramp over one channel, as transformers takes them
+    if r.kind == "yarn" and not 0 < r.beta_slow <= r.beta_fast:
+        raise ConfigError(f"{name}: {section}.rope_scaling needs 0 < beta_slow <= beta_fast", where + ("beta_slow",))
