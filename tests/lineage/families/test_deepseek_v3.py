@@ -73,6 +73,16 @@ def test_one_token_prefill_plain_rope_and_moonlight_routing(tmp_path):
     assert max(errs) < 1e-4, errs
 
 
+def test_no_shared_expert_and_no_dense_layer(tmp_path):
+    """n_shared_experts 0 (transformers saves an empty shared MLP, which adds zeros) and
+    first_k_dense_replace 0: every layer routed."""
+    ref = deepseek(tmp_path, n_shared_experts=0, first_k_dense_replace=0)
+    model, _ = lineage.load_pretrained(tmp_path)
+    assert model.cfg.ffns == ("moe",) * 4 and model.cfg.moe.n_shared == 0
+    errs = compare(ref, tmp_path, VOCAB, prefill=5, steps=3, state_check=latents_equal)
+    assert max(errs) < 1e-4, errs
+
+
 @pytest.mark.parametrize("beta_fast", [32.0, 1.0])
 def test_yarn_past_the_original_context(tmp_path, beta_fast):
     """YaRN stretched 4x over an original context of 16, 30 tokens in: the rotated part's
