@@ -116,6 +116,25 @@ def test_chunked_prefill_continues_the_latent_cache(tmp_path):
     assert max(errs) < 1e-4, errs
 
 
+def test_static_latent_cache_steps_as_the_growing_one(tmp_path):
+    """The fixed-capacity latent cache a CUDA graph captures (its positions a tensor, YaRN and the
+    de-interleave applied there too) steps as the growing cache does, on the CPU."""
+    from lineage.graph_step import to_static
+    from lineage.observed import StepObs
+    deepseek(tmp_path, rope_parameters=YARN, max_position_embeddings=64)
+    model, _ = lineage.load_pretrained(tmp_path)
+    ids = torch.randint(0, VOCAB, (1, 26), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        _, st = model(ids[:, :20])
+        static = to_static(st, capacity=32)
+        for t in range(20, 26):
+            o1, o2 = StepObs(), StepObs()
+            a, st = model.step(ids[:, t], st, o1)
+            b, static = model.step(ids[:, t], static, o2)
+            assert rel(b, a) < 1e-5, t
+            assert rel(o2.layers[2].mixer.weights[..., :t + 1], o1.layers[2].mixer.weights) < 1e-5, t
+
+
 def test_greedy_tokens_equal(tmp_path):
     ref = deepseek(tmp_path)
     model, _ = lineage.load_pretrained(tmp_path)
