@@ -27,19 +27,20 @@ class RopeScalingConfig:
     truncate: bool = True              # yarn: round the ramp's ends to whole channels
 
 
-def check_rope_scaling(name: str, r: RopeScalingConfig) -> None:
-    where = ("attention", "rope_scaling")
+def check_rope_scaling(name: str, r: RopeScalingConfig, section: str = "attention") -> None:
+    where = (section, "rope_scaling")
     if r.kind not in ("default", "linear", "llama3", "yarn"):
-        raise ConfigError(f"{name}: attention.rope_scaling.kind must be 'default', 'linear', 'llama3' or 'yarn', "
+        raise ConfigError(f"{name}: {section}.rope_scaling.kind must be 'default', 'linear', 'llama3' or 'yarn', "
                           f"got {r.kind!r}",
                           where + ("kind",))
     if not r.factor > 0:
-        raise ConfigError(f"{name}: attention.rope_scaling.factor must be > 0, got {r.factor}", where + ("factor",))
+        raise ConfigError(f"{name}: {section}.rope_scaling.factor must be > 0, got {r.factor}", where + ("factor",))
     if r.kind in ("llama3", "yarn") and r.original_context is None:
-        raise ConfigError(f"{name}: attention.rope_scaling.original_context is needed by {r.kind!r}",
+        raise ConfigError(f"{name}: {section}.rope_scaling.original_context is needed by {r.kind!r}",
                           where + ("original_context",))
     if r.kind == "llama3" and not 0 < r.low_freq_factor < r.high_freq_factor:
-        raise ConfigError(f"{name}: attention.rope_scaling needs 0 < low_freq_factor < high_freq_factor",
+        raise ConfigError(f"{name}: {section}.rope_scaling needs 0 < low_freq_factor < high_freq_factor",
                           where + ("low_freq_factor",))
-    if r.kind == "yarn" and not 0 < r.beta_slow < r.beta_fast:
-        raise ConfigError(f"{name}: attention.rope_scaling needs 0 < beta_slow < beta_fast", where + ("beta_slow",))
+    # equal betas (Kimi K2's 1 and 1) ramp over one channel, as transformers takes them
+    if r.kind == "yarn" and not 0 < r.beta_slow <= r.beta_fast:
+        raise ConfigError(f"{name}: {section}.rope_scaling needs 0 < beta_slow <= beta_fast", where + ("beta_slow",))

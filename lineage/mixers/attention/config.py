@@ -66,7 +66,7 @@ class AttentionConfig(MechanismConfig):
         if self.rope_dim % 2 or self.rope_dim > self.dim:
             raise ConfigError(f"{name}: {field}.rope_dim must be even and at most head_dim", (field, "rope_dim"))
         if self.rope_scaling is not None:
-            check_rope_scaling(name, self.rope_scaling)
+            check_rope_scaling(name, self.rope_scaling, field)
 
 
 MIXER = Mixer("softmax", "softmax attention", "attention", AttentionConfig,

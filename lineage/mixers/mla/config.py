@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...arithmetic import mla_bytes_per_token
+from ...config_checks import ConfigError
 from ...kinds import MechanismConfig, Mixer
+from ...rope_scaling import RopeScalingConfig, check_rope_scaling
 
 
 @dataclass
@@ -20,6 +22,9 @@ class MLAConfig(MechanismConfig):
     v_head_dim: int = 16
     rope: bool = False                 # Kimi uses NoPE: the shared key part is not rotated
     rope_theta: float = 10000.0
+    rope_scaling: RopeScalingConfig | None = None   # None: plain RoPE at rope_theta (DeepSeek-V3: YaRN)
+    rope_interleave: bool = False      # DeepSeek's rotated channels come as pairs (0, 1), (2, 3), ...
+    softmax_scale: float | None = None  # None: (qk_nope + qk_rope)^-0.5 (DeepSeek-V3's YaRN sharpens it)
     output_gate: bool = False          # K3: sigmoid(g(x)) per channel before o_proj
     norm_eps: float = 1e-6
 
@@ -35,6 +40,12 @@ class MLAConfig(MechanismConfig):
 
     def cache_bytes_per_token(self, dtype_bytes: int = 2) -> int:
         return mla_bytes_per_token(self.kv_lora_rank, self.qk_rope_head_dim, dtype_bytes)
+
+    def check(self, name: str, field: str) -> None:
+        if self.rope and self.qk_rope_head_dim % 2:
+            raise ConfigError(f"{name}: {field}.qk_rope_head_dim must be even to be rotated", (field, "qk_rope_head_dim"))
+        if self.rope_scaling is not None:
+            check_rope_scaling(name, self.rope_scaling, field)
 
 
 MIXER = Mixer("mla", "multi-head latent attention", "mla", MLAConfig,

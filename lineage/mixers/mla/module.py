@@ -72,9 +72,18 @@ class MLA(nn.Module):
         c, k_pe = self.kv_a(x).split([cfg.kv_lora_rank, cfg.qk_rope_head_dim], dim=-1)
         c = self.kv_norm(c)                                                       # (B, T, kv_lora_rank)
         if cfg.rope:
-            k_pe = rotate(k_pe, pos, cfg.rope_theta)
-            q = torch.cat([q[..., :cfg.qk_nope_head_dim], rotate(q[..., cfg.qk_nope_head_dim:], pos, cfg.rope_theta)], -1)
+            q_pe = q[..., cfg.qk_nope_head_dim:]
+            if cfg.rope_interleave:     # pairs (0, 1), (2, 3), ... -> halves (0, 2, ...), (1, 3, ...), as rotate pairs them
+                q_pe, k_pe = (torch.cat([t[..., 0::2], t[..., 1::2]], -1) for t in (q_pe, k_pe))
+            k_pe = rotate(k_pe, pos, cfg.rope_theta, cfg.rope_scaling)
+            q = torch.cat([q[..., :cfg.qk_nope_head_dim], rotate(q_pe, pos, cfg.rope_theta, cfg.rope_scaling)], -1)
         return q, c, k_pe
+
+    @property
+    def scale(self) -> float:
+        """The softmax's scale on q . k: (qk_nope + qk_rope)^-0.5 unless the config sets its own."""
+        cfg = self.cfg
+        return cfg.softmax_scale or (cfg.qk_nope_head_dim + cfg.qk_rope_head_dim) ** -0.5
 
     def _append(self, x: Tensor, state: LatentCache | None) -> tuple[Tensor, LatentCache]:
         start = 0 if state is None else state.length
@@ -101,7 +110,7 @@ class MLA(nn.Module):
         # every head reads the same latents: heads and queries share one matrix's rows, (B, H*T, .),
         # as a (B, 1, L, r) cache broadcast over H would be copied H times by matmul
         scores = (_rows(q_lat) @ cache.c.transpose(1, 2)
-                  + _rows(q[..., dn:]) @ cache.k_pe.transpose(1, 2)) * q.shape[-1] ** -0.5   # (B, H*T, L)
+                  + _rows(q[..., dn:]) @ cache.k_pe.transpose(1, 2)) * self.scale             # (B, H*T, L)
         scores = scores.view(B, H, T, L)
         if visible is None:
             visible = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T)
@@ -124,6 +133,8 @@ class MLA(nn.Module):
         kv = self.kv_b(cache.c).view(B, L, H, -1).transpose(1, 2)                # (B, H, L, dn + dv)
         k_nope, v = kv.split([cfg.qk_nope_head_dim, cfg.v_head_dim], dim=-1)
         k = torch.cat([k_nope, cache.k_pe[:, None].expand(B, H, L, -1)], dim=-1)  # (B, H, L, dn + dr)
+        if cfg.softmax_scale is not None:       # causal_attention scales by (dn + dr)^-0.5: the rest on q
+            q = q * (cfg.softmax_scale * q.shape[-1] ** 0.5)
         y = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, H * cfg.v_head_dim)
         if self.g_proj is not None:
             y = y * torch.sigmoid(self.g_proj(x))
