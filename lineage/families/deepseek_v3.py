@@ -22,7 +22,7 @@ import re
 from ..configs import DenseFFNConfig, MLAConfig, ModelConfig, MoEConfig
 from .experts import experts
 from .hfconfig import Fields
-from .llama import _rope
+from .llama import rope_scaling
 
 MODEL_TYPES = ("deepseek_v3", "kimi_k2")
 NOTES = {"deepseek_v3": "DeepSeek-V3 checkpoint", "kimi_k2": "Kimi K2 checkpoint"}
@@ -50,7 +50,7 @@ def config(f: Fields, name: str) -> ModelConfig:
     # and parallelism settings
     f.ignore("num_key_value_heads", "head_dim", "qk_head_dim", "aux_loss_alpha", "seq_aux", "ep_size")
     dn, dr = f.need("qk_nope_head_dim"), f.need("qk_rope_head_dim")
-    theta, scaling = _rope(f)
+    theta, scaling = rope_scaling(f)
     E = _either(f, ("n_routed_experts", "num_local_experts"), 256)
     Fe = f.need("moe_intermediate_size")
     first = f.get("first_k_dense_replace", 3, int)
@@ -76,7 +76,7 @@ def config(f: Fields, name: str) -> ModelConfig:
 
 def _softmax_scale(f: Fields, scaling, qk: int) -> float | None:
     """YaRN's mscale_all_dim folded into the softmax: qk^-0.5 * mscale^2, mscale = 0.1 m ln(factor) + 1
-    (1 for a factor <= 1); None (the plain qk^-0.5) without it. `_rope` has checked the dict's numbers."""
+    (1 for a factor <= 1); None (the plain qk^-0.5) without it. `rope_scaling` has checked the dict's numbers."""
     if scaling.kind == "default":
         return None
     rope = dict(f.get("rope_parameters", kind=dict) or {}, **(f.get("rope_scaling", kind=dict) or {}))

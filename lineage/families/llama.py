@@ -36,7 +36,7 @@ def config(f: Fields, name: str) -> ModelConfig:
     D = f.get("head_dim", kind=int) or (128 if kind == "qwen3" else d // H)
     bias = f.get("attention_bias", False, bool) if kind != "mistral" else False
     mlp_bias = f.get("mlp_bias", False, bool) if kind == "llama" else False
-    theta, scaling = _rope(f)
+    theta, scaling = rope_scaling(f)
     window, windows = _window(f, kind, L)
     return ModelConfig(
         name=name, vocab_size=f.need("vocab_size"), d_model=d, mixers=("softmax",) * L, ffns=("dense",) * L,
@@ -48,7 +48,7 @@ def config(f: Fields, name: str) -> ModelConfig:
         notes=NOTES[kind])
 
 
-def _rope(f: Fields) -> tuple[float, RopeScalingConfig]:
+def rope_scaling(f: Fields) -> tuple[float, RopeScalingConfig]:
     """(theta, scaling) from `rope_parameters` (transformers 5) or `rope_scaling` (older files);
     transformers prefers rope_scaling when both are given, so two that disagree are refused."""
     params, old = f.get("rope_parameters", kind=dict), f.get("rope_scaling", kind=dict)
