@@ -101,6 +101,14 @@ def test_gating_counts_in_the_caption():
         assert int((r.recall[a].argmax(1) == r.target[a].argmax(1)).sum()) == right
 
 
+def test_two_facts_panel_prints_the_formula_with_its_sign():
+    """c (v2 - c v1) at c = 0.7 with values 1 then 0 is -0.49 (the old fact reads 0.51, low): the
+    panel once printed its size, 0.49, after the formula."""
+    s = Session(load(SC / "fig3_dials.yaml"))
+    assert "c (v2 - c v1) = -0.49" in render(s, 4, "figure")
+    assert "c (v2 - c v1) = +0.21" in render(s, 2, "figure")          # equal values read high
+
+
 def test_decayed_memory_oldest_reads_wrong_then_fades():
     s = Session(load(SC / "decayed_memory.yaml"))
     assert _wrong(s.frame(7), 0)[0] == 1 and _wrong(s.frame(7), 1)[0] == 0
@@ -214,7 +222,8 @@ def test_two_facts_general_error_and_normaliser():
     from lineage.figures import two_facts
     for c in (0.2, 0.7, 1.0):
         r = two_facts(c, 1.0, (1.0, 0.0))
-        assert r["delta_old_error"] == pytest.approx(c * c, abs=1e-12) == pytest.approx(r["old_error_formula"])
+        assert r["delta_old_error"] == pytest.approx(c * c, abs=1e-12) == pytest.approx(-r["old_offset_formula"])
+        assert r["delta_old"] - 1.0 == pytest.approx(r["old_offset_formula"], abs=1e-12)    # signed: reads low
         assert r["normalised_old"] == pytest.approx(1 / (1 + c)) and r["normalised_new"] == pytest.approx(c / (1 + c))
     eq = two_facts(0.7)
     assert eq["normalised_old"] == pytest.approx(1.0) == eq["normalised_new"]
