@@ -101,6 +101,20 @@ def test_gating_counts_in_the_caption():
         assert int((r.recall[a].argmax(1) == r.target[a].argmax(1)).sum()) == right
 
 
+def test_gating_topic_b_errors_are_the_captions_ranges():
+    """Step 17's caption gives the range of topic B's errors over every B fact but the newest (the
+    recall panel's error column, |read - wanted|), gated against delta; it once left out the second
+    newest (0.16 against 0.18) and quoted 0.63-0.98 against 0.72-1.05."""
+    sc = load(SC / "fig5_gating.yaml")
+    f = Session(sc).frame(16)
+    err = {m: np.linalg.norm(f.recall(m).recall - f.recall(m).target, axis=1)[8:16] for m in (0, 1)}
+    assert [round(float(err[m][-1]), 2) for m in (0, 1)] == [0.0, 0.0]             # "the newest is exact in both"
+    assert (err[1][:-1] < err[0][:-1]).all()                                          # "every B fact but the newest"
+    lo_hi = {m: (round(float(err[m][:-1].min()), 2), round(float(err[m][:-1].max()), 2)) for m in (0, 1)}
+    text = next(c.text for c in sc.captions if c.step == 17)
+    assert f"{lo_hi[1][0]:.2f} to {lo_hi[1][1]:.2f} against {lo_hi[0][0]:.2f} to {lo_hi[0][1]:.2f}" in text, lo_hi
+
+
 def test_two_facts_panel_prints_the_formula_with_its_sign():
     """c (v2 - c v1) at c = 0.7 with values 1 then 0 is -0.49 (the old fact reads 0.51, low): the
     panel once printed its size, 0.49, after the formula."""
