@@ -49,7 +49,7 @@ def two_facts(cosine: float = 0.7, beta: float = 1.0, values=(1.0, 1.0)) -> dict
     without its normaliser: both reads are v + c v'), linear attention as the project's layer runs
     it, k S / k z (a weighted average of the values: it cannot tell them apart when they are
     equal), and the delta rule (with beta = 1 the newest fact reads back exactly and the older one
-    is off by c (v2 - c v1): c (1 - c) for equal values, c^2 for values 1 and 0).
+    reads v1 + c (v2 - c v1): off by +c (1 - c) for equal values, by -c^2 for values 1 and 0).
     """
     import torch
     from . import ops
@@ -69,7 +69,8 @@ def two_facts(cosine: float = 0.7, beta: float = 1.0, values=(1.0, 1.0)) -> dict
             "normalised_old": norm[0].item(), "normalised_new": norm[1].item(),
             "delta_old": delta[0].item(), "delta_new": delta[1].item(),
             "delta_old_error": abs(delta[0].item() - v1), "delta_new_error": abs(delta[1].item() - v2),
-            "old_error_formula": abs(cosine * (v2 - cosine * v1))}
+            # signed: the old read-back minus v1 (the error above is its size)
+            "old_offset_formula": cosine * (v2 - cosine * v1)}
 
 
 def chunk_dial(L: int = 8192, d: int = 128, chunks=(1, 16, 64, 128, 256, 1024, 8192)) -> list[dict]:

@@ -366,6 +366,10 @@ def _evaluate(args) -> int:
         trained = meta.get("task")
         name = args.task or trained
         spec = _task_spec(name, {}, meta.get("task_params") if name == trained else None)
+        recorded = (meta.get("metrics") or {}).get("accuracy_by_pairs")
+        if pairs is None and name == trained and isinstance(recorded, dict) and recorded:
+            # the sidecar's pair counts, in its order: the same draws, so its numbers compare
+            pairs = _pairs(",".join(str(k) for k in recorded))
         _check_sizes(spec, [("--sequences", args.sequences, pairs)])
         model, meta = checkpoint.load(args.checkpoint)
         corpus = None
@@ -384,10 +388,16 @@ def _evaluate(args) -> int:
     differs = _corpus_differs(meta.get("corpus"), corpus)
     if differs:
         res["corpus_differs"] = differs
+    from lineage.training.evaluate import against_sidecar
+    res["held_out"] = corpus.held_out_source() if corpus is not None else \
+        f"{spec.name} sequences generated from seed {args.seed} (no file)"
+    res["sidecar"] = {"file": str(checkpoint.sidecar_path(args.checkpoint)), "device": meta.get("device"),
+                      "device_name": meta.get("device_name"), **against_sidecar(res, meta, differs)}
     if args.json:
         print(json.dumps(res, indent=2))
         return 0
     print(f"{args.checkpoint} ({meta['preset']}, trained on {trained}): {spec.name}, seed {args.seed}")
+    print(f"  held out: {res['held_out']}")
     if differs:
         print(f"  note: {differs}")
     for k, v in res.get("accuracy_by_pairs", {}).items():
@@ -420,8 +430,38 @@ def _evaluate(args) -> int:
     d = res.get("depth")
     if d:
         print(f"  AttnRes weight entropy {d['attnres_entropy']:.3f} nats ({d['attnres_entropy_rel']:.0%} of uniform)")
+    print("\n".join(_sidecar_lines(res["sidecar"])))
     print(f"  ({res['eval_s']:.1f} s)")
     return 0
+
+
+def _sidecar_lines(side: dict) -> list[str]:
+    """Whether the numbers above are the sidecar's: each compared, or why none can be."""
+    name = Path(side["file"]).name
+    if side["not_comparable"]:
+        return [f"  against {name}: not compared: {side['not_comparable']}"]
+    dev, dev_name = side.get("device") or "?", side.get("device_name")
+    where = f"scored on {dev}" + (f", {dev_name}" if dev_name and dev_name != dev else "")
+    rows, labels = side["compared"], []
+    for r in rows:
+        m = r["metric"]
+        labels.append("bits per byte" if m == "bits_per_byte" else "accuracy" if m == "accuracy"
+                      else m.split(".")[1] + " pairs")
+    bad = [lab for lab, r in zip(labels, rows) if not r["matches"]]
+    tol = ", ".join(sorted({f"{r['within']:g} bits per byte" if r["metric"] == "bits_per_byte"
+                            else f"{100 * r['within']:g} point" for r in rows}))
+    head = (f"matches its numbers (each within {tol})" if not bad
+            else f"does NOT match: {', '.join(bad)} more than {tol} apart")
+    out = [f"  against {name} ({where}; here cpu): {head}"]
+    for lab, r in zip(labels, rows):
+        if abs(r["diff"]) < 5e-4:
+            r = {**r, "diff": 0.0}                     # no -0.000: a difference under the last digit is none
+        if r["metric"] == "bits_per_byte":
+            nums = f"{r['sidecar']:.3f} there, {r['here']:.3f} here ({r['diff']:+.3f})"
+        else:
+            nums = f"{r['sidecar']:6.1%} there, {r['here']:6.1%} here ({100 * r['diff']:+.1f} points)"
+        out.append(f"    {lab:<14} {nums}" + ("" if r["matches"] else "  <- differs"))
+    return out
 
 
 def _corpus_differs(recorded: dict | None, corpus) -> str | None:

@@ -61,6 +61,7 @@ class Corpus:
                        "held_out": np.frombuffer(b"\n".join(held), np.uint8)}
         self.version = f"{sys.version_info.major}.{sys.version_info.minor}"
         self.held_out_python = self.version           # whose standard library the held-out split is
+        self.held_out_file: Path | None = None        # the shipped file it was read from (None: self.root)
 
     def describe(self) -> dict:
         return {"source": "Python standard library", "python": self.version,
@@ -76,7 +77,22 @@ class Corpus:
         other = copy.copy(self)
         other.splits = {**self.splits, "held_out": data}
         other.held_out_python = rec["python"]
+        other.held_out_file = SHIPPED / f"stdlib-{rec['python']}-held-out.py.gz"
         return other
+
+    def held_out_source(self) -> str:
+        """Where the held-out bytes were read from, in words: the shipped file (its path from the
+        package's folder, lineage/scenarios/data/...) or this machine's standard library."""
+        n = f"{int(self.splits['held_out'].size):,} bytes"
+        if self.held_out_file is not None:
+            path = self.held_out_file
+            try:
+                path = path.relative_to(SHIPPED.parents[2])
+            except ValueError:
+                pass
+            return f"{path.as_posix()} (Python {self.held_out_python}'s standard library, {n})"
+        return (f"this machine's standard library, {self.root} (Python {self.held_out_python}, the .py files "
+                f"whose path's crc32 % 10 == {HELD_OUT_BUCKET}, {n})")
 
     def batch(self, rng: np.random.Generator, B: int, length: int, split: str = "train") -> Batch:
         """B windows of `length` bytes at random places; every position is scored."""

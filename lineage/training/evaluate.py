@@ -209,3 +209,45 @@ def evaluate(model, spec: TaskSpec, seed: int = 1234, pairs: list[int] | None = 
             res["gates"] = {"clear": float(clears(a).float().mean()), "hold": float(holds(a).float().mean()),
                             "mean_alpha": float(a.mean())}
     return res
+
+
+# how far a held-out number may move and still be the sidecar's: the same weights on the same
+# draws scored on another device (the shipped sidecars were scored on CUDA) moved tiny-kda-mqar's
+# 64-pair accuracy by 0.5 points on a CPU; k3-mini-text's bits per byte did not move at 3 decimals
+TOLERANCE = {"bits_per_byte": 0.01, "accuracy": 0.01}
+
+
+def against_sidecar(res: dict, meta: dict, corpus_differs: str | None = None) -> dict:
+    """The held-out numbers of `res` (from evaluate) against those the checkpoint's sidecar
+    recorded (`meta["metrics"]`): {"not_comparable": why or None, "compared": [{"metric",
+    "here", "sidecar", "diff", "within", "matches"}], "matches": all of them or None}.
+    Numbers are compared only on the same draws: task, seed, sequences, pair counts in order
+    (each count's sequences follow the ones drawn before) and held-out text."""
+    m = meta.get("metrics") or {}
+    why = []
+    if not m:
+        why.append("the sidecar records no held-out metrics")
+    else:
+        for key, name in (("task", "task"), ("seed", "seed"), ("sequences", "sequences")):
+            if res.get(key) != m.get(key):
+                why.append(f"{name} {res.get(key)} here, {m.get(key)} in the sidecar")
+        here_pairs, there_pairs = list(res.get("accuracy_by_pairs", {})), list(m.get("accuracy_by_pairs", {}))
+        if here_pairs != there_pairs:
+            why.append(f"pair counts {','.join(here_pairs) or 'none'} here, {','.join(there_pairs) or 'none'} "
+                       "in the sidecar (each count's sequences follow those drawn before)")
+    if corpus_differs:
+        why.append(corpus_differs)
+    if why:
+        return {"not_comparable": "; ".join(why), "compared": [], "matches": None}
+    rows = []
+    pairs = [(f"accuracy_by_pairs.{n}", res["accuracy_by_pairs"][n], m["accuracy_by_pairs"][n], "accuracy")
+             for n in res.get("accuracy_by_pairs", {})]
+    for metric, here, there, kind in [*pairs, *[(k, res.get(k), m.get(k), k) for k in ("accuracy", "bits_per_byte")]]:
+        if here is None or there is None:
+            continue
+        diff = float(here) - float(there)
+        tol = TOLERANCE[kind]
+        rows.append({"metric": metric, "here": float(here), "sidecar": float(there), "diff": diff,
+                     "within": tol, "matches": abs(diff) <= tol})
+    return {"not_comparable": None if rows else "no held-out number in common with the sidecar",
+            "compared": rows, "matches": all(r["matches"] for r in rows) if rows else None}

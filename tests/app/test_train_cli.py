@@ -4,6 +4,7 @@ was kept, never replace a file they did not make without --force, never pair wei
 another run's sidecar, and stop at the first NaN loss with the last good checkpoint kept."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -310,3 +311,47 @@ def test_eval_scores_the_held_out_text_the_sidecar_scored_where_it_is_shipped(tm
     assert bytes(here.splits["held_out"]) != theirs                      # the cached corpus is untouched
     assert here.scored_as({**recorded, "held_out_bytes": len(theirs) + 1}) is None      # not the recorded split
     assert here.scored_as({**recorded, "python": "3.8"}) is None                        # none shipped
+
+
+# -- 6. eval says whether its numbers are the sidecar's, and what it held out --------------------
+
+def test_eval_says_its_numbers_match_the_sidecar_and_what_it_held_out(tmp_path, capsys):
+    """A checkpoint trained and scored here, evaluated on the same draws: eval names the sidecar
+    and says its numbers match it, and says the held-out sequences are generated (no file)."""
+    out = tmp_path / "d.safetensors"
+    assert main(TINY[:-2] + ["--eval-sequences", "8", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(out), "--sequences", "8"]) == 0
+    text = capsys.readouterr().out
+    assert "held out: mqar sequences generated from seed 1234 (no file)" in text
+    assert "against d.json (scored on cpu" in text and ": matches its numbers (each within 1 point)" in text
+    rows = re.findall(r"^    (\d+) pairs +[\d.]+% there, +[\d.]+% here \(\+0\.0 points\)$", text, re.M)
+    assert rows == ["4", "8", "16", "32", "64"]                  # the sidecar's pair counts, by default
+    assert main(["eval", str(out), "--sequences", "8", "--seed", "7", "--json"]) == 0
+    side = json.loads(capsys.readouterr().out)["sidecar"]
+    assert side["matches"] is None and "seed 7 here, 1234 in the sidecar" in side["not_comparable"]
+
+
+def test_against_sidecar_says_which_number_differs():
+    from lineage.training.evaluate import against_sidecar
+    meta = {"metrics": {"task": "text", "seed": 1234, "sequences": 256, "bits_per_byte": 1.3816,
+                        "accuracy_by_pairs": {"16": 0.0125}}}
+    res = {"task": "text", "seed": 1234, "sequences": 256, "bits_per_byte": 1.40, "accuracy_by_pairs": {"16": 0.0125}}
+    side = against_sidecar(res, meta)
+    assert side["matches"] is False and [r["matches"] for r in side["compared"]] == [True, False]
+    lines = train_cli._sidecar_lines({"file": "k.json", "device": "cuda", "device_name": "H200", **side})
+    assert "does NOT match: bits per byte" in lines[0] and lines[-1].endswith("<- differs")
+    assert against_sidecar({**res, "bits_per_byte": 1.385}, meta)["matches"] is True
+    assert "pair counts 4 here, 16" in against_sidecar({**res, "accuracy_by_pairs": {"4": 1.0}}, meta)["not_comparable"]
+    assert against_sidecar(res, {**meta, "metrics": {}})["not_comparable"] == "the sidecar records no held-out metrics"
+
+
+def test_eval_names_the_shipped_held_out_file_it_reads():
+    """k3-mini-text's sidecar scored Python 3.12's held-out split, shipped in lineage/scenarios/data/:
+    eval reads that file on any Python and names it."""
+    from lineage.training import corpus as corpus_mod
+    meta = checkpoint.read_sidecar(ROOT / "lineage" / "scenarios" / "weights" / "k3-mini-text.safetensors")
+    scored = corpus_mod.corpus().scored_as(meta["corpus"])
+    assert scored.held_out_source() == ("lineage/scenarios/data/stdlib-3.12-held-out.py.gz "
+                                        "(Python 3.12's standard library, 655,068 bytes)")
+    assert "this machine's standard library" in corpus_mod.corpus().held_out_source()

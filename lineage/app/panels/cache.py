@@ -135,7 +135,9 @@ class CachePanel(Panel):
             t.append(f"\ncrossover at {cross:,.0f} tokens: state larger before, cache after")
         if b.windowed:
             t.append(f"\n{window_note(b)}")
-        t.append(f"\nat {ctx:,} tokens: cache {fmt_bytes(b.cache_at(ctx))}, as plain MHA {fmt_bytes(b.kv_equiv_per_tok * ctx)}")
+        t.append(f"\nat {ctx:,} tokens: cache {fmt_bytes(b.cache_at(ctx))}")
+        if b.kv_equiv_per_tok:            # only MLA layers have a plain-MHA equivalent to compare
+            t.append(f", as plain MHA {fmt_bytes(b.kv_equiv_per_tok * ctx)}")
         if batch is not None:
             # the card in the chart's units: an H200's 141e9 bytes are 131.3 GiB
             t.append(f"; {batch:,} sequences per H200 ({fmt_bytes(H200_BYTES)})")
@@ -145,7 +147,7 @@ class CachePanel(Panel):
         # what the legend leaves; otherwise a fixed plot and the panel as tall as its content
         fixed = self.has_class("-maximized") or (self.parent is not None and self.parent.has_class("-fill"))
         if fixed:
-            key_rows = len(key_lines(self._names(b), width))           # the key under the plot
+            key_rows = len(key_lines([self._names(b)[k] for k in self._drawn(b)], width))   # the key under the plot
             # the plot's text is its height plus the newline that ends it before the key
             height = max(6, self.content_region.height - legend_rows - key_rows - 1)
         else:
@@ -166,27 +168,30 @@ class CachePanel(Panel):
     def _names(b) -> list[str]:
         return NAMES[:2] + [f"{fixed_part(b)} (constant)"]
 
+    @staticmethod
+    def _drawn(b) -> list[int]:
+        """The series the chart draws, by index into NAMES: a cache that grows, the plain-MHA
+        equivalent where the model has MLA layers, a fixed part that is not zero. The key
+        names these only: a softmax model has no MHA line, GPT-2 no state line."""
+        return [k for k, v in enumerate((b.per_tok, b.kv_equiv_per_tok, b.state)) if v]
+
     def _plot(self, b, ctx: int, cross, width: int, height: int):
         """Log-log lines, bytes against tokens: the caches grow as a rate times the tokens, the
         state stays constant; the key under it in the same colours."""
         nc = self.app.no_color
         colours = COLOURS[self.dark]
-        grow = [b.cache_at, lambda x: b.kv_equiv_per_tok * x]          # a sliding window's KV levels off
-        series = [Series(name, colour, mark, fn if rate else (lambda x: None))
-                  for name, rate, fn, colour, mark in zip(NAMES[:2], (b.per_tok, b.kv_equiv_per_tok), grow,
-                                                          colours, MARKS)]
-        if b.state:
-            series.append(Series(self._names(b)[2], colours[2], MARKS[2], lambda x: b.state))
+        names, drawn = self._names(b), self._drawn(b)
+        grow = [b.cache_at, lambda x: b.kv_equiv_per_tok * x, lambda x: b.state]   # a sliding window's KV levels off
+        series = [Series(names[k], colours[k], MARKS[k], grow[k]) for k in drawn]
         vlines = [x for x in (b.tokens, cross) if x and x >= 1]
         out, _ = chart(series, ctx, vlines, width, height, y_label,
                        ["tokens (log, 1K = 1,000); | = now and crossover", "tokens (log, 1K = 1,000); | now, crossover",
                         "tokens (log, 1K = 1,000)", "tokens (log)"], nc)
         out.append("\n")
-        names = self._names(b)
-        for n, line in enumerate(key_lines(names, width)):
+        for n, line in enumerate(key_lines([names[k] for k in drawn], width)):
             if n:
                 out.append("\n")
-            for k in line:
+            for k in (drawn[j] for j in line):
                 out.append(f" {MARKS[k] * 2} " if nc else " ██ ", style=None if nc else colours[k])
                 out.append(names[k] + "  ")
         return out

@@ -108,9 +108,11 @@ def _two_facts(row, width):
              f"  {'additive S, read k S (no normaliser)':<36} {row['additive_old']:>8.2f} {row['additive_new']:>8.2f}",
              f"  {'linear attention, k S / k z':<36} {row['normalised_old']:>8.2f} {row['normalised_new']:>8.2f}",
              f"  {'delta rule':<36} {row['delta_old']:>8.2f} {row['delta_new']:>8.2f}",
-             f"  delta rule's errors: old {row['delta_old_error']:.2f}, new {row['delta_new_error']:.2f}"
-             + (f"; at beta = 1 the old error is c (v2 - c v1) = {row['old_error_formula']:.2f}" if row["beta"] == 1 else ""),
-             f"  {'':1}{'c':>5} {'beta':>5} {'old err':>8} {'new err':>8}"]
+             f"  delta rule's errors: old {row['delta_old_error']:.2f}, new {row['delta_new_error']:.2f}"]
+    if row["beta"] == 1:
+        # signed, as the formula evaluates: values 1 then 0 read back low (-0.49), not high
+        lines.append(f"  at beta = 1 the old fact reads v1 + c (v2 - c v1); c (v2 - c v1) = {row['old_offset_formula']:+.2f}")
+    lines.append(f"  {'':1}{'c':>5} {'beta':>5} {'old err':>8} {'new err':>8}")
     for j, r in enumerate(row["curve"]):
         lines.append(f" {'>' if j == row['step'] else ' '}{r['cosine']:>5.2f} {r['beta']:>5.2f} "
                      f"{r['delta_old_error']:>8.2f} {r['delta_new_error']:>8.2f}")

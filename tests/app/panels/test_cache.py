@@ -7,7 +7,7 @@ import math
 import pytest
 from rich.style import Style
 
-from tests.app.helpers import SC, panel, run, settle
+from tests.app.helpers import SC, opened, panel, run, settle
 from lineage.app.app import LineageApp
 from lineage.app.panels.cache import COLOURS, NAMES, key_lines, y_label
 from lineage.app.widgets.log_chart import Series, chart
@@ -240,3 +240,29 @@ def test_cache_panel_names_what_the_fixed_bytes_are():
     assert any("k3:" in t and "recurrent state" in t for t in text)
     assert CachePanel._names(conv)[2] == "short-conv inputs (constant)"
     assert CachePanel._names(kda)[2] == "recurrent state (constant)"
+
+
+def test_a_softmax_model_has_no_mha_figure_and_keys_only_its_lines():
+    """tiny-softmax has no MLA layer: nothing to compare with plain MHA. The legend printed
+    'as plain MHA 0 B' and the key named an 'as plain MHA KV' line the chart did not draw."""
+    async def go():
+        async with opened("attention_recall", (160, 50), 20) as (pilot, app):
+            await pilot.pause(0.5)
+            p = panel(app, "cache")
+            return p.query_one("#plot").shown, str(p.query_one("#legend").shown), app.current_theme.dark
+    plot, legend, dark = run(go())
+    assert "as plain MHA" not in legend and "as plain MHA" not in plot.plain
+    assert "latent/KV cache" in plot.plain and "short-conv inputs (constant)" in plot.plain
+    key = [n for n, line in enumerate(plot.plain.split("\n")) if "latent/KV cache" in line]
+    drawn = {x.triplet.hex for (n, c), (ch, st) in _cells(plot).items() if n not in key and ch in "▀▄█"
+             for x in (st.color, st.bgcolor) if x is not None}
+    assert drawn == {COLOURS[dark][0].lower(), COLOURS[dark][2].lower()}     # the cache and the fixed part, no MHA line
+
+
+def test_the_key_names_only_the_lines_drawn():
+    from lineage.playback.observe import CacheView
+    from lineage.app.panels.cache import CachePanel
+    gpt2 = CacheView(tokens=5, kv=100, latent=0, state=0, kv_per_tok=20.0, latent_per_tok=0.0, kv_equiv_per_tok=0)
+    kda = CacheView(tokens=5, kv=0, latent=100, state=20992, kv_per_tok=0.0, latent_per_tok=20.0,
+                    kv_equiv_per_tok=90.0, conv=4608)
+    assert CachePanel._drawn(gpt2) == [0] and CachePanel._drawn(kda) == [0, 1, 2]

@@ -5,6 +5,11 @@ The general check: a number a caption writes with decimals or thousands separato
 the caption is shown (`at` to `until`, or to the end). Bare small integers (93 layers, 8 keys)
 are definitions the scenario sets, not readings, and are not checked here; counts a caption
 states ("7 of 16") have their own tests below.
+
+Two more kinds of claim, each checked at EVERY step the caption is shown: a number written with
+its sign (-0.49, +0.0070) must be printed with that sign, and text a caption quotes in backticks
+(`raise TypeError(`) must be in the token stream the tokens panel shows (the text as printed:
+a newline is `\\n`). Steps are rendered only where a caption has something to check.
 """
 import re
 from pathlib import Path
@@ -22,7 +27,7 @@ from lineage.app.panels import render
 SC = Path(__file__).parents[3] / "lineage" / "scenarios"
 LESSONS = ["fig1_param_ratio", "fig2_kv_cache", "fig3_two_facts", "fig3_dials", "fig4_chunk_dial", "fig5_gating",
            "fig6_channel_decay", "fig7_k3_layer_map", "fig8_moe_sparsity", "fig9_memory_table", "recall",
-           "recall_overload", "decayed_memory", "active_params", "decode_bytes", "gated_mla", "effective_attention"]
+           "recall_overload", "decayed_memory", "active_params", "decode_bytes", "gated_mla", "effective_attention", "tour"]
 NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.,])\d+\.\d+")
 # numbers a caption derives rather than reads (each with why it is not on screen)
 DERIVED = {
@@ -48,16 +53,83 @@ def _shown_numbers(text: str) -> list[float]:
     return [float(w.replace(",", "")) for w in re.findall(r"\d[\d,]*(?:\.\d+)?", text)]
 
 
+# a sign written on a number: not a hyphen inside a word or range (0.63-0.98), nor an exponent (e^-5)
+SIGN = r"(?<![\w.)\]^])[-+\u2212]"
+SIGNED = re.compile(SIGN + r"(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+)")
+SHOWN_SIGNED = re.compile(f"({SIGN})?" + r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)")
+QUOTED = re.compile(r"`([^`]+)`")
+
+
+def _signed(text: str) -> list[str]:
+    return SIGNED.findall(text)
+
+
+def _shown_signed(text: str) -> list[float]:
+    """Every number printed with a sign (an unsigned one, such as an error's size, has none to match)."""
+    return [(-1 if sign in "-\u2212" else 1) * float(w.replace(",", ""))
+            for sign, w in SHOWN_SIGNED.findall(text) if sign]
+
+
+def _signed_matches(word: str, shown: list[float]) -> bool:
+    x = float(word.replace(",", "").replace("\u2212", "-"))
+    d = len(word.split(".")[1])
+    return any(round(y, d) == x and (y < 0) == (x < 0) for y in shown)
+
+
+def _stream(text: str) -> str:
+    """The token stream the tokens panel prints, the current token's [ ] marks taken off."""
+    line = next(line for line in text.splitlines() if line.startswith("tokens (pos "))
+    shown = line.split("): ...", 1)[1]
+    last = shown.rindex("[")
+    assert shown.endswith("]"), line
+    return shown[:last] + shown[last + 1:-1]
+
+
+def _session(name):
+    sc = load(SC / f"{name}.yaml")
+    return sc, Session(sc)
+
+
+def _steps(c, total: int) -> range:
+    return range(c.at, (c.until if c.until is not None else total - 1) + 1)
+
+
 @pytest.mark.parametrize("name", LESSONS)
 def test_caption_numbers_are_on_screen(name):
-    sc = load(SC / f"{name}.yaml")
-    s = Session(sc)
-    texts = [render(s, i) for i in range(s.total)]
+    sc, s = _session(name)
+    texts = {}
+
+    def text(i):                 # every panel at step i, without the note (rendered once, when asked)
+        if i not in texts:
+            texts[i] = render(s, i).split("\nnote:")[0]
+        return texts[i]
     for c in sc.captions:
-        steps = range(c.at, (c.until if c.until is not None else s.total - 1) + 1)
-        shown = [y for i in steps for y in _shown_numbers(texts[i].split("\nnote:")[0])]
-        missing = [w for w in _numbers(c.text) if w not in DERIVED.get(name, set()) and not _matches(w, shown)]
-        assert not missing, f"{name} caption at {c.at}: {missing} not shown at steps {steps.start}-{steps.stop - 1}"
+        steps = _steps(c, s.total)
+        words = [w for w in _numbers(c.text) if w not in DERIVED.get(name, set())]
+        if words:
+            shown = [y for i in steps for y in _shown_numbers(text(i))]
+            missing = [w for w in words if not _matches(w, shown)]
+            assert not missing, f"{name} caption at {c.at}: {missing} not shown at steps {steps.start}-{steps.stop - 1}"
+        signed = _signed(c.text)
+        if signed:
+            shown = [y for i in steps for y in _shown_signed(text(i))]
+            wrong = [w for w in signed if not _signed_matches(w, shown)]
+            assert not wrong, f"{name} caption at {c.at}: {wrong} not printed with that sign at steps " \
+                              f"{steps.start}-{steps.stop - 1}"
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_caption_quotes_the_text_shown(name):
+    """Text a caption quotes in backticks is in the tokens panel's stream at every step it is shown."""
+    sc, s = _session(name)
+    for c in sc.captions:
+        quoted = QUOTED.findall(c.text)
+        if not quoted:
+            continue
+        for i in _steps(c, s.total):
+            stream = _stream(render(s, i, "tokens"))
+            missing = [q for q in quoted if q not in stream]
+            assert not missing, f"{name} caption at step {c.step}: {missing} not in the text shown at step {i + 1}: {stream!r}"
 
 
 @pytest.mark.parametrize("name", LESSONS)
@@ -99,6 +171,28 @@ def test_gating_counts_in_the_caption():
     for m, right in ((0, 1), (1, 0)):               # "1 of 8 ... the gated memory 0 of 8"
         r = f.recall(m)
         assert int((r.recall[a].argmax(1) == r.target[a].argmax(1)).sum()) == right
+
+
+def test_gating_topic_b_errors_are_the_captions_ranges():
+    """Step 17's caption gives the range of topic B's errors over every B fact but the newest (the
+    recall panel's error column, |read - wanted|), gated against delta; it once left out the second
+    newest (0.16 against 0.18) and quoted 0.63-0.98 against 0.72-1.05."""
+    sc = load(SC / "fig5_gating.yaml")
+    f = Session(sc).frame(16)
+    err = {m: np.linalg.norm(f.recall(m).recall - f.recall(m).target, axis=1)[8:16] for m in (0, 1)}
+    assert [round(float(err[m][-1]), 2) for m in (0, 1)] == [0.0, 0.0]             # "the newest is exact in both"
+    assert (err[1][:-1] < err[0][:-1]).all()                                          # "every B fact but the newest"
+    lo_hi = {m: (round(float(err[m][:-1].min()), 2), round(float(err[m][:-1].max()), 2)) for m in (0, 1)}
+    text = next(c.text for c in sc.captions if c.step == 17)
+    assert f"{lo_hi[1][0]:.2f} to {lo_hi[1][1]:.2f} against {lo_hi[0][0]:.2f} to {lo_hi[0][1]:.2f}" in text, lo_hi
+
+
+def test_two_facts_panel_prints_the_formula_with_its_sign():
+    """c (v2 - c v1) at c = 0.7 with values 1 then 0 is -0.49 (the old fact reads 0.51, low): the
+    panel once printed its size, 0.49, after the formula."""
+    s = Session(load(SC / "fig3_dials.yaml"))
+    assert "c (v2 - c v1) = -0.49" in render(s, 4, "figure")
+    assert "c (v2 - c v1) = +0.21" in render(s, 2, "figure")          # equal values read high
 
 
 def test_decayed_memory_oldest_reads_wrong_then_fades():
@@ -214,7 +308,8 @@ def test_two_facts_general_error_and_normaliser():
     from lineage.figures import two_facts
     for c in (0.2, 0.7, 1.0):
         r = two_facts(c, 1.0, (1.0, 0.0))
-        assert r["delta_old_error"] == pytest.approx(c * c, abs=1e-12) == pytest.approx(r["old_error_formula"])
+        assert r["delta_old_error"] == pytest.approx(c * c, abs=1e-12) == pytest.approx(-r["old_offset_formula"])
+        assert r["delta_old"] - 1.0 == pytest.approx(r["old_offset_formula"], abs=1e-12)    # signed: reads low
         assert r["normalised_old"] == pytest.approx(1 / (1 + c)) and r["normalised_new"] == pytest.approx(c / (1 + c))
     eq = two_facts(0.7)
     assert eq["normalised_old"] == pytest.approx(1.0) == eq["normalised_new"]

@@ -152,6 +152,8 @@ def test_k3_mini_text_bits_per_byte(capsys):
     res = json.loads(capsys.readouterr().out)
     assert "corpus_differs" not in res
     assert abs(res["bits_per_byte"] - side["bits_per_byte"]) < 0.005, (res["bits_per_byte"], side["bits_per_byte"])
+    assert res["held_out"].startswith("lineage/scenarios/data/stdlib-3.12-held-out.py.gz ")   # the file it read
+    assert res["sidecar"]["matches"] is True                                  # and eval says so
     assert res["depth"]["attnres_entropy_rel"] < 0.99                        # moved off the uniform init
     assert res["routing"]["load_max_over_mean"] >= 1.0
 
