@@ -5,6 +5,7 @@ screen turns keys into calls here, and runs what the player decides in its worke
 from __future__ import annotations
 
 import threading
+import time
 
 SPEEDS = ["1", "2", "5", "10", "20", "max"]
 
@@ -23,10 +24,14 @@ class Player:
     `index` is the step on screen; `target` the step last asked for, which may still be being
     made. Keys step from the target, so presses made while a frame is computed all count.
 
-    At max speed a worker thread makes frames one after another; `wait` lets it block until
-    the screen has caught up (each shown frame notifies), instead of sleeping in a loop."""
+    At max speed a worker thread makes frames one after another and hands the screen the newest
+    as it is ready for one; `wait` lets it block until the screen has drawn the last (each shown
+    frame notifies), instead of sleeping in a loop."""
 
-    AHEAD = 4          # at max speed the worker runs at most this many frames ahead of the screen
+    # at max speed the screen shows at most this many frames a second: drawing one at 160x50
+    # takes the UI thread 40-60 ms of the GIL on a small machine, time the model's worker then
+    # cannot step in (a frame made is a frame recorded, shown or not)
+    MAX_DRAWS = 10
 
     def __init__(self):
         self.cursor = None
@@ -122,14 +127,18 @@ class Player:
         return self.target if self.target > self.index else self.index + 1
 
     def run_max(self, cursor, post, cancelled) -> None:
-        """In a worker thread: as fast as the model allows, make each next frame and `post(i)`
-        it. The screen shows the newest frame at each repaint (posted frames replace each
-        other in its queue), so the UI never falls behind and every frame is still recorded;
-        staying at most AHEAD frames ahead keeps the UI thread from being starved of the GIL."""
-        i = self.index
+        """In a worker thread: make each next frame as fast as the model allows, and `post(i)`
+        the newest whenever the screen has begun to draw the one posted before. Every frame is
+        made and recorded (going back reads it); the screen skips to the newest at each repaint,
+        so steps a second are the model's pace, not the repaints' (a frame's panel views are
+        prepared only for frames posted). The last frame is posted and waited for."""
+        i, posted, at = self.index, None, 0.0
 
         def going() -> bool:
             return self.playing and cursor is self.cursor and not cancelled()
+
+        def drawn() -> bool:
+            return posted is None or self.index >= posted
 
         while going() and i < cursor.total - 1:
             i += 1
@@ -139,10 +148,20 @@ class Player:
                 if not going():    # stopped, or the file replaced (and closed) meanwhile: no failure
                     return
                 raise StepFailed(i, e) from e
-            post(i)
-            # the timeout only bounds how late a cancelled worker notices (cancel notifies nobody)
-            while not self.wait(lambda: not going() or i - self.index <= self.AHEAD, timeout=0.5):
+            if drawn() and time.monotonic() - at >= 1 / self.MAX_DRAWS:
+                post(i)
+                posted, at = i, time.monotonic()
+        # the end: the newest frame reaches the screen before playing stops. The timeout only
+        # bounds how late a cancelled worker notices (cancel notifies nobody)
+        def until_drawn() -> bool:
+            while not self.wait(lambda: not going() or drawn(), timeout=0.5):
                 pass
+            return going()
+
+        if until_drawn() and posted != i:
+            post(i)
+            posted = i
+            until_drawn()
 
 
 class Throttle:

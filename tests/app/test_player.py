@@ -43,10 +43,12 @@ def test_speed_is_clamped():
     assert p.speed == "max"
 
 
-def test_run_max_stays_at_most_AHEAD_past_the_screen_and_stops():
-    """The worker makes frames until the newest is AHEAD + 1 past what the screen shows,
-    waits, goes on as frames are shown, and ends at a stop."""
-    p, cur = Player(), Cursor(100)
+def _max_worker(total, draws=10 ** 9):
+    """A player playing at max speed over a fake cursor of `total` frames, its worker started,
+    at most `draws` frames a second posted; (player, cursor, the steps posted, wait until a
+    condition on them holds, the worker)."""
+    p, cur = Player(), Cursor(total)
+    p.MAX_DRAWS = draws
     p.open(cur)
     p.play()
     posted, got = [], threading.Condition()
@@ -62,14 +64,58 @@ def test_run_max_stays_at_most_AHEAD_past_the_screen_and_stops():
 
     worker = threading.Thread(target=p.run_max, args=(cur, post, lambda: False), daemon=True)
     worker.start()
-    ahead = p.AHEAD + 1
-    assert until(lambda: len(posted) == ahead, 5)
-    assert not until(lambda: len(posted) > ahead, 0.2) and posted == list(range(1, ahead + 1))
-    p.shown(cur, 2)                                   # the screen catches up two frames
-    assert until(lambda: len(posted) == ahead + 2, 5)
+    return p, cur, posted, until, worker
+
+
+def test_run_max_makes_every_frame_and_posts_the_newest_as_the_screen_is_ready():
+    """The model sets the pace, not the repaints: with the screen drawing nothing, the worker
+    still makes every frame, posts only the first, and the newest once the screen draws."""
+    p, cur, posted, until, worker = _max_worker(100)
+    assert until(lambda: posted == [1], 5)
+    for _ in range(500):
+        if len(cur.frames) == 100:
+            break
+        threading.Event().wait(0.01)
+    assert len(cur.frames) == 100 and posted == [1]          # all made, one posted: none drawn yet
+    p.shown(cur, 1)                                          # the screen draws it: the newest comes
+    assert until(lambda: posted == [1, 99], 5)
+    assert worker.is_alive()                                 # the last posted is waited for
+    p.shown(cur, 99)
+    worker.join(5)
+    assert not worker.is_alive() and posted == [1, 99]
+
+
+def _screen(p, cur, posted, until, worker):
+    """A screen that draws whatever is posted at once, in its own thread."""
+    def draw():
+        while worker.is_alive() and p.playing:
+            if until(lambda: posted and posted[-1] > p.index, 0.05):
+                p.shown(cur, posted[-1])
+    screen = threading.Thread(target=draw, daemon=True)
+    screen.start()
+    return screen
+
+
+def test_run_max_posts_as_the_screen_keeps_up_and_ends_at_a_stop():
+    p, cur, posted, until, worker = _max_worker(10 ** 7)
+    screen = _screen(p, cur, posted, until, worker)
+    assert until(lambda: len(posted) >= 20, 5)
     p.stop()
     worker.join(5)
-    assert not worker.is_alive() and posted[-1] <= 2 + ahead + 1
+    screen.join(5)
+    assert not worker.is_alive() and posted == sorted(set(posted))   # newest first, never back
+
+
+def test_run_max_draws_at_most_max_draws_a_second():
+    """However fast the screen, max speed posts at most MAX_DRAWS frames a second: the rest of
+    the time is the model's."""
+    p, cur, posted, until, worker = _max_worker(10 ** 7, draws=20)
+    screen = _screen(p, cur, posted, until, worker)
+    threading.Event().wait(1.0)
+    p.stop()
+    worker.join(5)
+    screen.join(5)
+    assert 5 <= len(posted) <= 22, len(posted)
 
 
 def test_throttle_holds_the_newest_while_playing():
