@@ -13,7 +13,7 @@ a trace of millions of empty records, nonsense arguments and settings, a killed 
 the "files" family is an empty folder; the "hub" family a Hugging Face cache holding org/tiny, a
 GPT-2, whose refs/main is made hostile). A case may say what else it expects: `exit` (default 2),
 `lines` (most lines on stderr, default 1), `env` (settings for the child; "{dir}" in a value is the
-case's folder too), `check` (a function of the folder: what is wrong with it afterwards, or None).
+case's folder too), `stdout` (a file for the child's output: /dev/full), `check` (a function of the folder: what is wrong with it afterwards, or None).
 
 A case passes when the child exits as expected with at most its lines on stderr, in under 5 s and
 500 MB, and its check finds nothing wrong; the table says which do not. The tiny checkpoints are
@@ -307,6 +307,21 @@ CASES = [
     ("files", "a killed writer's .lineage partial (then lineage snapshot: exit 0)", dead_writers_partial,
      ("snapshot", "recall", "--step", "1", "--no-cache", "-o", "{dir}/a.txt"), {"exit": "0", "lines": 0,
                                                                                "check": no_partials}),
+    # issue 51, item 3: a served scenario names a checkpoint outside the served root (its folder)
+    ("files", "serve: a scenario naming model.pretrained /etc", write("s.yaml", SCENARIO.replace(
+        "{preset: tiny-kda}", "{pretrained: /etc}").encode()), ("serve", "{dir}/s.yaml", "--root", "{dir}")),
+    ("files", "serve: a scenario naming weights.checkpoint /etc/passwd", write("s.yaml", (
+        SCENARIO + "weights: {checkpoint: /etc/passwd}\n").encode()), ("serve", "{dir}/s.yaml", "--root", "{dir}")),
+    # item 6: one line where a traceback was
+    ("files", "memory --context -1", lambda p: None, ("memory", "k3", "--context", "-1")),
+    ("files", "memory --weight-bytes nan", lambda p: None, ("memory", "k3", "--weight-bytes", "nan")),
+    ("files", "serve --port 99999", lambda p: None, ("serve", "--port", "99999")),
+    ("files", "serve --host 256.1.1.1", lambda p: None, ("serve", "--host", "256.1.1.1")),
+    ("files", "snapshot -o - into a full stdout (/dev/full)", lambda p: None,
+     ("snapshot", "recall", "--step", "2", "--no-cache", "-o", "-"), {"stdout": "/dev/full"}),
+    ("files", "params into a full stdout (/dev/full)", lambda p: None, ("params", "k3"), {"stdout": "/dev/full"}),
+    ("files", "PYTHONIOENCODING=ascii (lineage list: exit 0)", lambda p: None, ("list",),
+     {"exit": "0", "lines": 0, "env": {"PYTHONIOENCODING": "ascii"}}),
     # a hub id opened from the local cache: its refs/main read bounded, a commit id, never a path out
     ("hub", "org/tiny in the cache (lineage memory: exit 0)", lambda p: None, HUB_MEMORY,
      {**IN_CACHE, "exit": "0", "lines": 0}),
@@ -323,17 +338,19 @@ CASES = [
 ]
 
 
-def run(mode, path: Path, most: int = 1, env: dict | None = None) -> tuple[str, float, float | None,
-                                                                       float | None, str]:
+def run(mode, path: Path, most: int = 1, env: dict | None = None, stdout: str | None = None) -> tuple[
+        str, float, float | None, float | None, str]:
     """(exit or what happened, whole-process seconds, seconds of the load alone, peak RSS MB, the
-    line it said)."""
+    line it said). `stdout`: a file the child writes its output into (/dev/full: a full disk)."""
     argv = [mode, str(path)] if isinstance(mode, str) else [mode[0], *(a.format(dir=path) for a in mode[1:])]
     start = time.perf_counter()
     try:
-        out = subprocess.run([sys.executable, "-c", CHILD, *argv], capture_output=True, text=True,
-                             env=dict(os.environ, PYTHONPATH=str(ROOT),
-                                      **{k: v.format(dir=path) for k, v in (env or {}).items()}),
-                             cwd=ROOT, timeout=120)
+        with open(stdout or os.devnull, "w") as sink:
+            out = subprocess.run([sys.executable, "-c", CHILD, *argv], stdout=sink if stdout else subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True,
+                                 env=dict(os.environ, PYTHONPATH=str(ROOT),
+                                          **{k: v.format(dir=path) for k, v in (env or {}).items()}),
+                                 cwd=ROOT, timeout=120)
     except subprocess.TimeoutExpired:
         return "killed at 120 s", time.perf_counter() - start, None, None, ""
     wall = time.perf_counter() - start
@@ -367,7 +384,7 @@ def main() -> None:
             path = Path(d) / f"case{i}" / family
             shutil.copytree(base / family, path)
             spoil(path)
-            rc, wall, secs, rss, said = run(mode, path, expect.get("lines", 1), expect.get("env"))
+            rc, wall, secs, rss, said = run(mode, path, expect.get("lines", 1), expect.get("env"), expect.get("stdout"))
             wrong = expect["check"](path) if "check" in expect else None
             if wrong is not None:
                 rc = f"{rc}, {wrong}"
