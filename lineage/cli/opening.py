@@ -271,12 +271,7 @@ def own_input_scenario(path: str, name: str, *, text=None, ids=None, text_file=N
     from lineage.scenario.own_input import with_input
     from lineage.scenario.weights_file import weights_scenario
     folder = _made_folder()
-    file = None
-    if text_file == "-":
-        file = folder / "stdin"
-        file.write_bytes(_stdin_bytes())
-    elif text_file is not None:
-        file = Path(text_file).expanduser().absolute()
+    file = _input_file(folder, text_file)
     if file is not None:           # read here, so that a file that cannot be the input is said now
         try:
             read_text_file(str(file))
@@ -298,6 +293,16 @@ def own_input_scenario(path: str, name: str, *, text=None, ids=None, text_file=N
     return str(out)
 
 
+def _input_file(folder: Path, text_file: str | None) -> Path | None:
+    """The file a made scenario reads as `input.file`: `--text-file` as given (absolute: the
+    scenario lives in `folder`), or stdin (-) copied into `folder`."""
+    if text_file == "-":
+        file = folder / "stdin"
+        file.write_bytes(_stdin_bytes())
+        return file
+    return None if text_file is None else Path(text_file).expanduser().absolute()
+
+
 def _made_folder() -> Path:
     """A private temporary folder for made scenarios, removed at exit."""
     import atexit
@@ -317,12 +322,7 @@ def made_scenario(target: str, text=None, ids=None, dtype=None, device=None, tex
     copied into that folder (the scenario reads it as `input.file` as it reads any file)."""
     from lineage.families.scenario import checkpoint_scenario as scenario_text
     folder = _made_folder()
-    file = None
-    if text_file == "-":
-        file = folder / "stdin"
-        file.write_bytes(_stdin_bytes())
-    elif text_file is not None:
-        file = Path(text_file).expanduser().absolute()
+    file = _input_file(folder, text_file)
     made = scenario_text(target, text, ids, dtype, device, file=None if file is None else str(file),
                          prefill=prefill, file_named=text_file, device_map=_absolute_map(device_map))
     root = Path(target).expanduser().resolve()

@@ -65,12 +65,8 @@ def with_input(path: str, name: str, *, text: str | None = None, file: str | Non
     n = len(ids) if ids is not None else None
     if n is None and text is not None:
         n = count(text) if count is not None else len(text.encode("utf-8"))
-    if prefill is not None:
-        if n is not None and prefill > n:
-            raise NotOwnInput(f"{name}: --prefill {prefill}: the input is {n:,} tokens")
-        decoding["prefill"] = prefill
-    elif n is not None and n > LONG_INPUT:
-        decoding["prefill"] = n - TAIL
+    if (read := prefilled(name, n, prefill)) is not None:
+        decoding["prefill"] = read
     if decoding:
         data["decoding"] = decoding
     else:
@@ -88,6 +84,16 @@ def with_input(path: str, name: str, *, text: str | None = None, file: str | Non
     data["description"] = (f"{name} on your {'token ids' if ids is not None else 'text'}: the same models, "
                            "weights and panels. Its captions were written for its own input and are left out.")
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True), title
+
+
+def prefilled(name: str, n: int | None, prefill: int | None) -> int | None:
+    """The tokens read at once before the first step: `prefill` as given (not past the input's
+    `n` tokens), else all but the last TAIL of an input over LONG_INPUT, else none (None)."""
+    if prefill is not None:
+        if n is not None and prefill > n:
+            raise NotOwnInput(f"{name}: --prefill {prefill}: the input is {n:,} tokens")
+        return prefill
+    return n - TAIL if n is not None and n > LONG_INPUT else None
 
 
 def _absolute(p: str, base: Path) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from .own_input import LONG_INPUT, TAIL, NotOwnInput
+from .own_input import NotOwnInput, prefilled
 
 DEFAULT_TEXT = "The cat sat on the mat. The dog sat on the log. Where did the cat sit? On the mat."
 RECALL = {"kind": "mqar", "pairs": 16, "seed": 0}     # lineage_compare's held-out sequence
@@ -45,12 +45,8 @@ def weights_scenario(path: str, name: str, *, text: str | None = None, file: str
     else:
         source, n = {"task": dict(RECALL)}, None
     decoding: dict = {"mode": "greedy" if on_text else "teacher"}
-    if prefill is not None:
-        if n is not None and prefill > n:
-            raise NotOwnInput(f"{name}: --prefill {prefill}: the input is {n:,} tokens")
-        decoding["prefill"] = prefill
-    elif n is not None and n > LONG_INPUT:
-        decoding["prefill"] = n - TAIL
+    if (read := prefilled(name, n, prefill)) is not None:
+        decoding["prefill"] = read
     trained = f"trained on {'text' if on_text else task}"
     panels = default_panels(cfg)
     sc = {"version": 1, "title": f"{Path(path).name}: {meta['preset']}, {trained}",

@@ -98,9 +98,11 @@ def test_what_cannot_be_the_input_is_one_line(ckpt, tmp_path, monkeypatch, capsy
     assert not (tmp_path / "o.trace").exists()
 
 
-def test_text_file_applies_to_a_checkpoint_only(capsys):
+def test_a_scenarios_text_file_is_read_before_anything_runs(capsys):
+    """--text-file takes a scenario too (its models on that text); a file that cannot be read
+    is one line, before any model is built."""
     assert main(["run", "scenarios/tour.yaml", "--text-file", "x.txt"]) == 2
-    assert "--text-file apply to a checkpoint directory" in capsys.readouterr().err
+    assert capsys.readouterr().err.strip() == "--text-file x.txt: no such file"
 
 
 def test_a_files_text_problem_is_said_at_input_file(tmp_path):
