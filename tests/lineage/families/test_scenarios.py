@@ -89,7 +89,7 @@ def test_record_and_replay_keep_token_texts(ckpt, tmp_path, capsys):
 def test_command_line_problems_are_one_line(ckpt, tmp_path, capsys):
     assert main(["snapshot", str(ckpt), "--ids", "1,x", "--step", "1", "-o", "-"]) == 2
     assert main(["record", str(tmp_path), "-o", str(tmp_path / "t.trace")]) == 2        # no config.json
-    assert main(["snapshot", "scenarios/tour.yaml", "--text", "hi", "--step", "1", "-o", "-"]) == 2
+    assert main(["snapshot", "scenarios/tour.yaml", "--dtype", "float16", "--step", "1", "-o", "-"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and "--ids" in err[0] and "no config.json" in err[1] and "checkpoint directory" in err[2]
 

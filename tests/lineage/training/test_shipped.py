@@ -301,5 +301,6 @@ def test_tour_captions():
     assert f"reads {s.frame(24).depth(0).final[1]:.0%} from the first block" in _caption(sc, 24)
     from lineage.tokenizer import ByteTokenizer
     text = ByteTokenizer().decode(int(s.frame(i).guesses(0).ids[0]) for i in range(82, 100))
-    assert text.startswith(' ' * 8 + '"""') and "(eight spaces, then '\"\"\"'" in _caption(sc, 82)
-    assert "about 16K tokens" in _caption(sc, 300)
+    assert text.startswith(' ' * 8 + '"""') and "The text is over" in _caption(sc, 82)
+    assert "eight spaces" in _caption(sc, 93) and '"""' in _caption(sc, 93)     # shown whole from step 94
+    assert "about 16K tokens" in _caption(sc, 400)
