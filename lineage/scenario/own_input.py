@@ -40,11 +40,9 @@ def reads(sc: Scenario) -> str | None:
 
 
 def with_input(path: str, name: str, *, text: str | None = None, file: str | None = None,
-               ids: list[int] | None = None, prefill: int | None = None,
-               count=None) -> tuple[str, str]:
+               ids: list[int] | None = None, prefill: int | None = None) -> tuple[str, str]:
     """(YAML text, title) of the scenario at `path` on this input; NotOwnInput when it cannot
-    take it. `name`: the scenario as the reader named it (for messages). `count(text) -> int`:
-    the input's tokens (default: UTF-8 bytes, the presets' tokenizer)."""
+    take it. `name`: the scenario as the reader named it (for messages)."""
     sc = load(path)
     kind = reads(sc)
     given = "--ids" if ids is not None else "--text-file" if file is not None else "--text"
@@ -64,7 +62,7 @@ def with_input(path: str, name: str, *, text: str | None = None, file: str | Non
     decoding.pop("prefill", None)
     n = len(ids) if ids is not None else None
     if n is None and text is not None:
-        n = count(text) if count is not None else len(text.encode("utf-8"))
+        n = _tokens(sc, base, text)
     if (read := prefilled(name, n, prefill)) is not None:
         decoding["prefill"] = read
     if decoding:
@@ -94,6 +92,20 @@ def prefilled(name: str, n: int | None, prefill: int | None) -> int | None:
             raise NotOwnInput(f"{name}: --prefill {prefill}: the input is {n:,} tokens")
         return prefill
     return n - TAIL if n is not None and n > LONG_INPUT else None
+
+
+def _tokens(sc: Scenario, base: Path, text: str) -> int:
+    """The text's length in the first model's tokens: a checkpoint's own tokenizer where it has
+    one (a BPE token is several bytes: counting bytes would prefill past the input's end), else
+    UTF-8 bytes, the presets' tokenizer."""
+    spec = next((s for s in sc.model_specs if s.pretrained is not None), None)
+    if spec is not None:
+        from ..families.tokenizer import tokenizer_for
+        from .build import pretrained_dir
+        tok = tokenizer_for(pretrained_dir(spec, base))
+        if tok is not None:
+            return len(tok.encode(text))
+    return len(text.encode("utf-8"))
 
 
 def _absolute(p: str, base: Path) -> str:

@@ -136,3 +136,17 @@ def test_a_broken_shard_found_when_loading_is_one_located_line(ckpt, tmp_path, c
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "model.pretrained" in err[0] and "not a usable safetensors file" in err[0]
     assert said.strip() == err[0]
+
+
+def test_a_checkpoint_scenario_on_your_long_text_prefills_by_its_own_tokens(ckpt, tmp_path):
+    """--text on a scenario of a checkpoint: the long input's prefill counts the checkpoint's
+    tokens, not bytes (which would read past the input's end), and the made scenario loads."""
+    import yaml
+    from lineage.scenario.own_input import TAIL, with_input
+    from lineage.families.tokenizer import tokenizer_for
+    (tmp_path / "s.yaml").write_text(scenario(ckpt), encoding="utf-8")
+    text = "the cat sat on the mat. " * 40                   # 960 bytes, far fewer tokens
+    made, _ = with_input(str(tmp_path / "s.yaml"), "s.yaml", text=text)
+    n = len(tokenizer_for(ckpt).encode(text))
+    assert n < len(text) and yaml.safe_load(made)["decoding"]["prefill"] == n - TAIL
+    assert loads(made, "made.yaml", None).decoding.prefill == n - TAIL
