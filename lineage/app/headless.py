@@ -15,7 +15,7 @@ from textual.content import Content
 from textual.worker import WorkerCancelled
 
 from .screens.main import FILL_ROW
-from .snapshot import THEMES, about, head_lines, screen_svg, slide_steps, svg_to_png
+from .snapshot import THEMES, about, head_lines, on_canvas, screen_svg, slide_steps, svg_size, svg_to_png
 
 PANEL_SIZE = (100, 30)           # a slide of one panel: about 16:9 once rendered (cells are ~1:2)
 SCREEN_SIZE = (160, 50)
@@ -395,14 +395,17 @@ def write_slides(path: str, out_dir: Path, cursor, panel: str | None = None, siz
     steps = slide_steps(cursor.info, cursor.total, panel)
     stems = dict(zip(steps, slide_names(steps)))
     written: list[Path] = []
-
-    def each(i: int, svg: str) -> None:
-        png, txt = out_dir / (stems[i] + ".png"), out_dir / (stems[i] + ".txt")
-        write_new(png, svg_to_png(svg, scale, theme), force)
-        write_new(txt, slide_text(cursor, i, panel, focus=True), force)
-        written.extend([png, txt])
+    pictures: list[tuple[int, str]] = []           # drawn first: the deck's size is its largest slide's
 
     grow = size is None                # a size asked for is kept
     size = size or (PANEL_SIZE if panel else SCREEN_SIZE)
-    asyncio.run(_export(path, steps, panel, size, salvage, cursor, theme, each, focus=True, grow=grow))
+    asyncio.run(_export(path, steps, panel, size, salvage, cursor, theme, lambda i, svg: pictures.append((i, svg)),
+                        focus=True, grow=grow))
+    sizes = [svg_size(svg) for _, svg in pictures]
+    width, height = max(w for w, _ in sizes), max(h for _, h in sizes)
+    for i, svg in pictures:
+        png, txt = out_dir / (stems[i] + ".png"), out_dir / (stems[i] + ".txt")
+        write_new(png, svg_to_png(on_canvas(svg, width, height), scale, theme), force)
+        write_new(txt, slide_text(cursor, i, panel, focus=True), force)
+        written.extend([png, txt])
     return written

@@ -5,6 +5,7 @@ shipped as a wheel, so no system Cairo is needed) and fresh file names. Imports 
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -139,6 +140,31 @@ def svg_to_png(svg: str, scale: float = 1.0, theme: str = "dark") -> bytes:
     import resvg_py
     return resvg_py.svg_to_bytes(svg_string=svg, monospace_family=mono_family(),
                                  background=THEMES[theme][1], zoom=scale)
+
+
+VIEWBOX = re.compile(r'class="rich-terminal" viewBox="0 0 ([\d.]+) ([\d.]+)"')
+
+
+def svg_size(svg: str) -> tuple[float, float]:
+    """(width, height) of a screen's SVG (screen_svg), in the units its PNG is drawn in; of
+    the picture itself where it is on a canvas (on_canvas)."""
+    m = VIEWBOX.search(svg)
+    if m is None:
+        raise ValueError("not a screen's SVG: no viewBox on its rich-terminal root")
+    return float(m[1]), float(m[2])
+
+
+def on_canvas(svg: str, width: float, height: float) -> str:
+    """The picture centred on a canvas of width x height (at least its own size; svg_to_png
+    fills it with the theme's background): the slides of one deck are one size, so they drop
+    into a presentation alike, each at the same scale of text."""
+    w, h = svg_size(svg)
+    if (w, h) == (width, height):
+        return svg
+    x, y = (width - w) / 2, (height - h) / 2
+    inner = svg.replace('<svg class="rich-terminal"',
+                        f'<svg x="{x}" y="{y}" width="{w}" height="{h}" class="rich-terminal"', 1)
+    return f'<svg viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">\n{inner}\n</svg>\n'
 
 
 def free_stem(directory: Path, stem: str, suffixes=(".svg", ".png", ".txt")) -> str:

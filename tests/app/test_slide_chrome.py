@@ -9,6 +9,7 @@ import re
 import pytest
 
 import lineage.app.headless
+from lineage.app.snapshot import svg_size
 from lineage.cli.main import main
 
 
@@ -78,6 +79,10 @@ def test_a_deck_of_the_whole_screen_shows_each_captions_panels(deck):
     assert "reads, error" in recall and "key channel" not in recall and "Topic B in." in recall
     text = (deck / "01-step0008.txt").read_text()
     assert "the state is full" in text and "reads, error" not in text
+    # one size per deck: the recall panel's slide is smaller than the screen's, and is centred
+    # on a canvas of the largest slide's size (the PNG's size is its root viewBox)
+    assert len({(_width(svg), _height(svg)) for svg in slides.values()}) == 1
+    assert _width(recall) > float(re.findall(r'viewBox="0 0 ([\d.]+) ', recall)[1])
 
 
 def _width(svg: str) -> float:
@@ -113,7 +118,8 @@ def test_a_slide_of_a_small_table_is_as_wide_as_the_table(deck):
     # strip with the table in its corner once projected
     assert main(["slides", "fig6_channel_decay", "-o", str(deck)]) == 0
     svg = _read(deck / "02-step0007.png")
-    assert _width(svg) < 0.3 * 1951 and _height(svg) < 0.35 * 1219      # the default picture's size
+    w, h = svg_size(svg)                                     # the picture, centred on the deck's canvas
+    assert w < 0.3 * 1951 and h < 0.35 * 1219                # the default picture's size
     assert "0.00 0.00 0.00 0.25" in svg and "0.75" in svg and "read k2" in svg     # k3, its row whole
     assert "facts on fast" in svg and "scroll" not in svg and "needs at least" not in svg
 
@@ -123,7 +129,7 @@ def test_a_deck_of_tables_keeps_its_width_and_never_cuts_its_caption(deck):
     # was too short for it ("lines 1-4 of 5")
     assert main(["slides", "recall_overload", "-o", str(deck)]) == 0
     slides = [_read(p) for p in sorted(deck.glob("*.png"))]
-    widths = [_width(svg) for svg in slides]
+    widths = [svg_size(svg)[0] for svg in slides]               # each table's own, on the deck's canvas
     assert widths == sorted(widths) and widths[0] < 0.5 * 1951
     assert all("scroll" not in svg and "…" not in svg for svg in slides)
     assert "favours recent" in slides[-1]

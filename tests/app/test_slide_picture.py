@@ -83,14 +83,24 @@ def _png_size(path) -> tuple[int, int]:
     return struct.unpack(">II", path.read_bytes()[16:24])
 
 
-def test_a_token_stream_slide_is_a_block_not_a_strip(tmp_path):
+def test_a_token_stream_slide_is_a_block_not_a_strip(tmp_path, monkeypatch):
     """two_timescales' first and last slides are its tokens panel alone: at the 160 columns of
-    the screen the stream was one line, a 7:1 strip on a projector."""
+    the screen the stream was one line, a 7:1 strip on a projector. Each slide's picture is a
+    block; the deck's PNGs are one size, each picture centred on it."""
+    import lineage.app.headless as headless
     from lineage.app.headless import ASPECT
+    from lineage.app.snapshot import svg_size
+    drawn, real = [], headless.svg_to_png
+
+    def seen(svg, scale=1.0, theme="dark"):
+        drawn.append(svg_size(svg))                                      # the picture, not its canvas
+        return real(svg, scale, theme)
+    monkeypatch.setattr(headless, "svg_to_png", seen)
     out = tmp_path / "deck"
     assert main(["slides", "two_timescales", "-o", str(out), "--scale", "0.5"]) == 0
-    sizes = {p.name: _png_size(p) for p in out.glob("*.png")}
-    assert len(sizes) == 4
+    pngs = {_png_size(p) for p in out.glob("*.png")}
+    assert len(drawn) == 4 and len(pngs) == 1                            # one size per deck
+    sizes = dict(zip(sorted(p.name for p in out.glob("*.png")), drawn))
     for name, (w, h) in sizes.items():
         assert 1.2 <= w / h <= ASPECT + 0.05, (name, w, h)
     assert sizes["04-step0205.png"][1] > sizes["01-step0002.png"][1]      # 200 tokens fill more lines
