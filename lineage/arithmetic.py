@@ -38,7 +38,8 @@ def count(cfg) -> dict:
     out = {"embedding": cfg.vocab_size * d + cfg.n_positions * d,
            "lm_head": 0 if cfg.tie_embeddings else cfg.vocab_size * d,
            "mixers": 0, "ffn_dense": 0, "moe_total": 0, "moe_active": 0,
-           "norms": norm * (2 * cfg.n_layers + 1 - cfg.ffns.count("none")),   # a block without an ffn has one norm
+           # a block without an ffn has one norm; a sandwich block four
+           "norms": norm * ((2 * cfg.n_layers - cfg.ffns.count("none")) * (2 if cfg.sandwich_norm else 1) + 1),
            "attnres": 2 * (2 * cfg.n_layers + 1) * d if cfg.attnres else 0}
     by_kind: dict[str, int] = {}
     for m, f in zip(cfg.mixers, cfg.ffns):

@@ -22,7 +22,6 @@ RoPE scaling lineage/rope_scaling.py.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from .config_checks import ConfigError, check_numbers
@@ -40,10 +39,10 @@ from .rope_scaling import RopeScalingConfig
 
 @dataclass
 class DenseFFNConfig(MechanismConfig):
-    """Dense feed-forward: 'gelu' is GPT-2's two-matrix MLP; 'silu' and 'situ' are gated units."""
+    """Dense feed-forward: 'gelu' is GPT-2's two-matrix MLP; 'silu', 'situ' and 'geglu' are gated units."""
     d_model: int = 64
     d_ff: int = 256
-    act: str = "situ"                  # 'gelu', 'silu' or 'situ'
+    act: str = "situ"                  # 'gelu', 'silu', 'situ' or 'geglu' (GELU-tanh gate: Gemma)
     gelu_form: str = "tanh"            # gelu: 'tanh' (GPT-2's gelu_new) or 'erf' (exact, transformers' 'gelu')
     bias: bool = False
     situ_beta: float = 4.0
@@ -141,6 +140,9 @@ class ModelConfig:
     # mixer kinds whose layers are post-norm (OLMo-2/3: x + norm(mixer(x)), x + norm(ffn(x)), the
     # norm on the sublayer's output); every other layer is pre-norm, x + mixer(norm(x)). None: none
     post_norm: tuple[str, ...] | None = None
+    # every block normed on both sides of each sublayer, each norm its own (Gemma 2/3's four norms a
+    # block): x + norm1_out(mixer(norm1(x))), then x + norm2_out(ffn(norm2(x)))
+    sandwich_norm: bool = False
     # per layer, 'sliding' or 'full': which softmax layers keep attention.sliding_window (Qwen3's
     # layer_types). None: every softmax layer as attention says
     windows: tuple[str, ...] | None = None
@@ -149,6 +151,10 @@ class ModelConfig:
     # it cast to theirs (Mamba-2's residual_in_fp32: a bf16 stream 64 layers deep loses the sum)
     residual_fp32: bool = False
     tie_embeddings: bool = False
+    # the token embedding times this, rounded to the embedding's dtype first (Gemma: sqrt(d_model));
+    # a tied head reads the unscaled table. None: no scale
+    embed_scale: float | None = None
+    logit_softcap: float | None = None  # logits -> c tanh(logits / c) (Gemma's final_logit_softcapping); None: none
     embed_std: float | None = None     # token embedding init; None: torch's N(0, 1). GPT-2 and trained presets: 0.02
     shape_only: bool = False           # published shapes for arithmetic; never instantiated
     notes: str = ""
@@ -161,10 +167,11 @@ class ModelConfig:
         return getattr(self, MIXERS[kind].field)
 
     def layer_mixer_config(self, i: int):
-        """Layer i's mixer config: its kind's, without the sliding window where `windows` says 'full'."""
+        """Layer i's mixer config: its kind's, without the sliding window where `windows` says 'full'
+        (and a windowed layer at attention.sliding_rope_theta where that is set)."""
         c = self.mixer_config(self.mixers[i])
-        if self.windows is not None and self.windows[i] == "full" and isinstance(c, AttentionConfig):
-            return dataclasses.replace(c, sliding_window=None)
+        if isinstance(c, AttentionConfig):
+            return c.layer(self.windows is None or self.windows[i] == "sliding")
         return c
 
     def ffn_routes(self, kind: str) -> bool:
@@ -208,11 +215,17 @@ class ModelConfig:
                     raise ValueError(f"{self.name}: layer {i} uses {kind!r} but its config is not set")
                 if sub.d_model != self.d_model:
                     raise ValueError(f"{self.name}: {kind} d_model {sub.d_model} != model d_model {self.d_model}")
+        for key in ("embed_scale", "logit_softcap"):
+            if getattr(self, key) is not None and not getattr(self, key) > 0:
+                raise ConfigError(f"{self.name}: {key} must be > 0, got {getattr(self, key)}", (key,))
+        if self.sandwich_norm and (self.post_norm or "none" in self.ffns):
+            raise ConfigError(f"{self.name}: sandwich_norm norms both sides of every sublayer: no post_norm "
+                              "kinds and an ffn in every block", ("sandwich_norm",))
         if self.attnres and "none" in self.ffns:
             # AttnRes counts two reads a block in its depth sources; a block without an ffn has one
             raise ConfigError(f"{self.name}: attnres needs an ffn in every block (ffns has 'none')", ("attnres",))
-        for sub in (self.dense, self.moe):
-            if sub is not None and sub.act not in ("gelu", "silu", "situ"):
+        for sub, acts in ((self.dense, ("gelu", "silu", "situ", "geglu")), (self.moe, ("gelu", "silu", "situ"))):
+            if sub is not None and sub.act not in acts:
                 raise ValueError(f"{self.name}: unknown activation {sub.act!r}")
         if self.dense is not None and self.dense.gelu_form not in ("tanh", "erf"):
             raise ValueError(f"{self.name}: dense.gelu_form must be 'tanh' or 'erf'")

@@ -69,45 +69,55 @@ class Block(nn.Module):
     """norm -> mixer -> residual, norm -> ffn -> residual. `res` is the residual stream: the
     plain running sum, or with AttnRes a learned mixture of earlier depths (same two calls).
     A post-norm block (its mixer kind in cfg.post_norm) norms each sublayer's output instead
-    of its input: mixer -> norm -> residual, ffn -> norm -> residual (OLMo-2/3)."""
+    of its input: mixer -> norm -> residual, ffn -> norm -> residual (OLMo-2/3). A sandwich
+    block (cfg.sandwich_norm) norms both, each with its own norm (Gemma 2/3)."""
 
     def __init__(self, cfg: ModelConfig, i: int):
         super().__init__()
         self.mixer_kind, self.ffn_kind = cfg.mixers[i], cfg.ffns[i]
         self.post = self.mixer_kind in (cfg.post_norm or ())
+        self.sandwich = cfg.sandwich_norm
         self.norm1 = _norm(cfg)
         self.mixer = mixer_class(self.mixer_kind)(cfg.layer_mixer_config(i))
+        if self.sandwich:
+            self.norm1_out = _norm(cfg)
         if self.ffn_kind != "none":         # "none": norm -> mixer -> residual alone (Mamba-2's blocks)
             self.norm2 = _norm(cfg)
             self.ffn = ffn_class(self.ffn_kind)(cfg.ffn_config(self.ffn_kind))
+            if self.sandwich:
+                self.norm2_out = _norm(cfg)
 
     def forward(self, res, state=None):
         """Whole sequence: res reads (B, T, d). Returns the mixer's new state."""
         a, state = self.mixer(self._in(self.norm1, res.read()[0]), state)
-        res.add(self._out(self.norm1, a))
+        res.add(self._out(1, a))
         if self.ffn_kind != "none":
             f, _ = self.ffn(self._in(self.norm2, res.read()[0]))
-            res.add(self._out(self.norm2, f))
+            res.add(self._out(2, f))
         return state
 
     def _in(self, norm: nn.Module, h: Tensor) -> Tensor:
         h = h.to(norm.weight.dtype)                 # a float32 stream (residual_fp32) read in the weights' dtype
         return h if self.post else norm(h)          # pre-norm: the sublayer reads a normed stream
 
-    def _out(self, norm: nn.Module, y: Tensor) -> Tensor:
-        return norm(y) if self.post else y          # post-norm: the stream gets a normed output
+    def _out(self, i: int, y: Tensor) -> Tensor:
+        """Sublayer i's output as the stream gets it: as it is (pre-norm), normed by its input's
+        norm (post-norm, which normed no input) or by its own output norm (sandwich)."""
+        if self.sandwich:
+            return (self.norm1_out if i == 1 else self.norm2_out)(y)
+        return (self.norm1 if i == 1 else self.norm2)(y) if self.post else y
 
     def step(self, res, state, obs: LayerObs | None = None):
         """One token: res reads (B, d). With `obs`, the mixer fills obs.mixer, the FFN obs.ffn,
         and obs.attnres gets the depth weights of the two reads."""
         h, w_mixer = res.read()
         a, state = self.mixer.step(self._in(self.norm1, h), state, obs)
-        res.add(self._out(self.norm1, a))
+        res.add(self._out(1, a))
         if self.ffn_kind == "none":          # ModelConfig.check refuses AttnRes with such blocks
             return state
         h, w_ffn = res.read()
         f, _ = self.ffn.step(self._in(self.norm2, h), None, obs)
-        res.add(self._out(self.norm2, f))
+        res.add(self._out(2, f))
         if obs is not None and w_mixer is not None:
             obs.attnres = (w_mixer.detach(), w_ffn.detach())             # (N, B) each
         return state
@@ -204,14 +214,23 @@ class LM(nn.Module):
     def _head(self, x: Tensor) -> Tensor:
         if self.places is not None:
             x = x.to(self.norm_f.weight.device)
-            return self.lm_head(self._final(x).to(self.lm_head.weight.device))
-        return self.lm_head(self._final(x))
+            return self._capped(self.lm_head(self._final(x).to(self.lm_head.weight.device)))
+        return self._capped(self.lm_head(self._final(x)))
+
+    def _capped(self, logits: Tensor) -> Tensor:
+        """Gemma's soft cap: logits squashed smoothly into (-c, c)."""
+        c = self.cfg.logit_softcap
+        return logits if c is None else torch.tanh(logits / c) * c
 
     def _embed(self, ids: Tensor, pos: int) -> Tensor:
         B, T = ids.shape
         if self.places is not None:
             ids = ids.to(self.wte.weight.device)
         x = self.wte(ids)                                                     # (B, T, d)
+        if self.cfg.embed_scale is not None:
+            # the scale rounded to the table's dtype first, as Gemma's reference multiplies (sqrt(2304)
+            # is 48 in bf16); a Python number, so a captured step holds no host-to-device copy
+            x = x * torch.tensor(self.cfg.embed_scale, dtype=x.dtype).item()
         if self.wpe is not None:
             if pos + T > self.cfg.n_positions:
                 raise ValueError(f"{self.cfg.name}: position {pos + T} past the learned table of {self.cfg.n_positions}")

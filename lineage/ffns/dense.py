@@ -1,4 +1,5 @@
-"""Dense feed-forward layers: GPT-2's GELU MLP and the gated units (SiLU-GLU, SiTU-GLU)."""
+"""Dense feed-forward layers: GPT-2's GELU MLP and the gated units (SiLU-GLU, SiTU-GLU, Gemma's
+GELU-tanh GLU)."""
 from __future__ import annotations
 
 import torch.nn.functional as F
@@ -13,6 +14,8 @@ def gated_act(h: Tensor, act: str, beta: float, linear_beta: float | None) -> Te
     if act == "situ":
         return ops.situ_glu(h, beta, linear_beta)
     gate, up = h.chunk(2, dim=-1)
+    if act == "geglu":                  # Gemma's gelu_pytorch_tanh on the gate
+        return F.gelu(gate, approximate="tanh") * up
     return F.silu(gate) * up
 
 

@@ -70,6 +70,15 @@ FAMILIES = {
                          num_experts=8, num_experts_per_tok=2, moe_intermediate_size=16,
                          shared_expert_intermediate_size=16, linear_num_key_heads=2, linear_num_value_heads=4,
                          linear_key_head_dim=16, linear_value_head_dim=16, pad_token_id=0)),
+    "gemma3_text": ("Gemma3ForCausalLM",    # google/gemma-3-4b-it's text model (34 layers, 5 windowed : 1 global)
+                    dict(vocab_size=262208, hidden_size=2560, intermediate_size=10240, num_attention_heads=8,
+                         num_key_value_heads=4, head_dim=256, query_pre_attn_scalar=256, sliding_window=1024,
+                         sliding_window_pattern=6, rms_norm_eps=1e-6, max_position_embeddings=131072,
+                         rope_parameters={"full_attention": dict(rope_type="linear", factor=8.0, rope_theta=1e6),
+                                          "sliding_attention": dict(rope_type="default", rope_theta=1e4)}),
+                    dict(vocab_size=512, hidden_size=64, intermediate_size=96, num_attention_heads=4,
+                         num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16, sliding_window=16,
+                         sliding_window_pattern=3, pad_token_id=0)),
     "mamba2": ("Mamba2ForCausalLM",    # state-spaces/mamba2-2.8b
                dict(vocab_size=50288, hidden_size=2560, num_heads=80, head_dim=64, state_size=128, n_groups=1,
                     expand=2, conv_kernel=4, chunk_size=256, tie_word_embeddings=True, layer_norm_epsilon=1e-5),

@@ -2,6 +2,7 @@
 `lineage params`, `validate` and a replayed trace read them without importing module.py."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ...arithmetic import kv_bytes_per_token
@@ -27,6 +28,10 @@ class AttentionConfig(MechanismConfig):
     rope_theta: float = 10000.0
     rope_scaling: RopeScalingConfig | None = None   # None: plain RoPE at rope_theta
     sliding_window: int | None = None  # each query sees itself and the W - 1 tokens before; the cache keeps W
+    # Gemma 3's local layers: a windowed layer rotates at this theta, unscaled (rope_scaling is the
+    # global layers' alone); None: every layer at rope_theta and rope_scaling
+    sliding_rope_theta: float | None = None
+    softmax_scale: float | None = None  # the scale on q . k; None: head_dim^-0.5 (Gemma 3: query_pre_attn_scalar^-0.5)
     output_gate: bool = False          # sigmoid(g(x)) per channel before the output projection
     norm_eps: float = 1e-6
     # short causal conv over q|k|v, as the delta-rule presets have; None (not 0) is "none", so a
@@ -67,6 +72,19 @@ class AttentionConfig(MechanismConfig):
             raise ConfigError(f"{name}: {field}.rope_dim must be even and at most head_dim", (field, "rope_dim"))
         if self.rope_scaling is not None:
             check_rope_scaling(name, self.rope_scaling, field)
+        for key in ("sliding_rope_theta", "softmax_scale"):
+            if getattr(self, key) is not None and not getattr(self, key) > 0:
+                raise ConfigError(f"{name}: {field}.{key} must be > 0, got {getattr(self, key)}", (field, key))
+
+    def layer(self, sliding: bool) -> "AttentionConfig":
+        """One layer's config: a full layer without the window, a windowed one at its own RoPE
+        where sliding_rope_theta is set (ModelConfig.layer_mixer_config says which layer is which)."""
+        if not sliding:
+            return dataclasses.replace(self, sliding_window=None, sliding_rope_theta=None)
+        if self.sliding_window and self.sliding_rope_theta is not None:
+            return dataclasses.replace(self, rope_theta=self.sliding_rope_theta, rope_scaling=None,
+                                       sliding_rope_theta=None)
+        return self
 
 
 MIXER = Mixer("softmax", "softmax attention", "attention", AttentionConfig,

@@ -5,7 +5,9 @@ rotary embedding on the first `rope_dim` channels of a head, and a sigmoid outpu
 short causal conv over q|k|v that the delta-rule tiny presets have (`conv_size`): with it a key
 carries the token before it, so one layer can find "the token after this key" (MQAR) without
 first growing a previous-token head. With a sliding window (Mistral v0.1) each query sees
-only the last W positions and the cache keeps only W tokens; RoPE scaling is rope.py's."""
+only the last W positions and the cache keeps only W tokens; RoPE scaling is rope.py's. Gemma 3
+sets its own softmax scale (`softmax_scale`) and rotates its windowed layers at their own theta
+(`sliding_rope_theta`, applied per layer by AttentionConfig.layer)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -122,7 +124,8 @@ class SoftmaxAttention(nn.Module):
         L = k.shape[2]
         # query heads g*H/G .. (g+1)*H/G - 1 read KV head g: as rows of one matrix per KV head,
         # never a copy of the cache per query head (repeat_interleave copied it H / G times a step)
-        scores = (q.reshape(B, G, H // G * T, D) @ k.transpose(-1, -2)).view(B, H, T, L) * D ** -0.5   # (B, H, T, L)
+        scale = self.cfg.softmax_scale or D ** -0.5
+        scores = (q.reshape(B, G, H // G * T, D) @ k.transpose(-1, -2)).view(B, H, T, L) * scale   # (B, H, T, L)
         if visible is None:
             # query i sits at absolute position L - T + i and may see keys 0 .. L - T + i
             visible = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T)
@@ -152,6 +155,8 @@ class SoftmaxAttention(nn.Module):
         B, H, T, D = q.shape
         rep = H // self.cfg.kv_heads
         k, v = (t.repeat_interleave(rep, dim=1) for t in (cache.k, cache.v))   # (B, H, L, D)
+        if self.cfg.softmax_scale is not None:  # causal_attention scales by D^-0.5: the rest on q
+            q = q * (self.cfg.softmax_scale * D ** 0.5)
         y = causal_attention(q, k, v, self.cfg.sliding_window).transpose(1, 2).reshape(B, T, H * D)
         return self.c_proj(self._gate(x, y)), self._bounded(cache)
 
