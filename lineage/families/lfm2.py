@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from ..configs import AttentionConfig, DenseFFNConfig, GatedConvConfig, ModelConfig
-from .hfconfig import Fields
+from .hfconfig import MAX_WIDTH, Fields
 
 MODEL_TYPES = ("lfm2",)
 
@@ -37,12 +37,15 @@ def ffn_width(f: Fields) -> int:
         f.ignore("block_ffn_dim_multiplier", "block_multiple_of")    # only read when adjusting
         return ff
     ff = int(2 * ff / 3)
-    multiple = f.get("block_multiple_of", 256, int, least=1)
-    ff = int(f.get("block_ffn_dim_multiplier", 1.0, float) * ff)
-    ff = multiple * -(-ff // multiple)                                   # rounded up to a multiple
     if ff < 1:
-        raise f._bad("block_ffn_dim_multiplier", f"leaves an MLP of {ff} channels")
-    return ff
+        raise f._bad("block_ff_dim" if "block_ff_dim" in f.raw else "intermediate_size",
+                     "leaves an MLP of 0 channels (two thirds of it, rounded down)")
+    multiple = f.get("block_multiple_of", 256, int, least=1)
+    scaled = f.get("block_ffn_dim_multiplier", 1.0, float) * ff
+    if not 1 <= scaled <= MAX_WIDTH:     # checked before int(): a huge multiplier overflows to infinity
+        raise f._bad("block_ffn_dim_multiplier", f"makes an MLP of {scaled:.4g} channels "
+                                                 f"(lineage reads 1 to {MAX_WIDTH:,})")
+    return multiple * -(-int(scaled) // multiple)                        # rounded up to a multiple
 
 
 def _layer_types(f: Fields, L: int) -> list[str]:

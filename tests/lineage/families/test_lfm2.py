@@ -178,12 +178,18 @@ def test_opens_as_a_scenario(tmp_path):
     ("block_use_swiglu", False, "block_use_swiglu: False is not supported"),
     ("use_pos_enc", False, "use_pos_enc: False is not supported"),
     ("conv_L_cache", 0, "conv_L_cache: 0 is out of range"),
+    ("block_ffn_dim_multiplier", 1e308, "block_ffn_dim_multiplier: makes an MLP of inf channels"),
+    ("block_ffn_dim_multiplier", -1.0, "block_ffn_dim_multiplier: makes an MLP of -37 channels"),
+    ("intermediate_size", 1, "intermediate_size: leaves an MLP of 0 channels"),
+    ("full_attn_idxs", [1, 5], "full_attn_idxs: names a layer past the 5"),
     ("attention_bias", True, "attention_bias: a field the lfm2 loader does not understand"),
 ])
 def test_what_lineage_cannot_run_is_refused_in_one_line(tmp_path, field, value, match):
     lfm2(tmp_path)
     cfg = json.loads((tmp_path / "config.json").read_text())
     cfg[field] = value
+    if field == "full_attn_idxs":                                # read only without layer_types
+        del cfg["layer_types"]
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(PretrainedError, match=match) as e:
         lineage.load_pretrained(tmp_path)
