@@ -29,6 +29,7 @@ from .kinds import Ffn, MechanismConfig
 from .mixers import MIXERS
 from .mixers.attention.config import AttentionConfig
 from .mixers.deltanet.config import DeltaNetConfig
+from .mixers.gated_conv.config import GatedConvConfig
 from .mixers.gated_deltanet.config import GatedDeltaNetConfig
 from .mixers.kda.config import KDAConfig
 from .mixers.linear_attention.config import LinearAttentionConfig
@@ -132,6 +133,7 @@ class ModelConfig:
     kda: KDAConfig | None = None
     mamba2: Mamba2Config | None = None
     mla: MLAConfig | None = None
+    gated_conv: GatedConvConfig | None = None
     dense: DenseFFNConfig | None = None
     moe: MoEConfig | None = None
     attnres: AttnResConfig | None = None

@@ -6,8 +6,8 @@ parameter and memory arithmetic and are never instantiated.
 """
 from __future__ import annotations
 
-from .configs import (AttentionConfig, AttnResConfig, DeltaNetConfig, DenseFFNConfig, GatedDeltaNetConfig,
-                      KDAConfig, LinearAttentionConfig, Mamba2Config, MIXERS, MLAConfig, ModelConfig, MoEConfig)
+from .configs import (AttentionConfig, AttnResConfig, DeltaNetConfig, DenseFFNConfig, GatedConvConfig,
+                      GatedDeltaNetConfig, KDAConfig, LinearAttentionConfig, Mamba2Config, MIXERS, MLAConfig, ModelConfig, MoEConfig)
 from .did_you_mean import did_you_mean
 
 
@@ -79,6 +79,18 @@ def tiny_hybrid() -> ModelConfig:
         notes="Kimi Linear in miniature: 3 KDA : 1 MLA, MoE with a shared expert.")
 
 
+def tiny_lfm2() -> ModelConfig:
+    """LFM2 in miniature: two gated short convs to one GQA softmax layer (q/k norm, RoPE), twice."""
+    d = 64
+    return ModelConfig(
+        name="tiny-lfm2", vocab_size=256, d_model=d, mixers=("gated_conv", "gated_conv", "softmax") * 2,
+        ffns=("dense",) * 6, gated_conv=GatedConvConfig(d_model=d, conv_size=3),
+        attention=AttentionConfig(d_model=d, n_heads=4, n_kv_heads=2, bias=False, qk_norm=True, rope_dim=16,
+                                  rope_theta=1e6),
+        dense=DenseFFNConfig(d_model=d, d_ff=192, act="silu"), tie_embeddings=True, embed_std=0.02,
+        notes="LFM2 in miniature: 2 gated short convs (a 3-token window, no state) : 1 GQA softmax, twice.")
+
+
 def k3_mini() -> ModelConfig:
     """A runnable miniature of the K3 layout: two (KDA, KDA, KDA, gated MLA) macrocycles and a
     final MLA, dense first FFN, latent SiTU MoE elsewhere, block AttnRes. The default for scenarios."""
@@ -142,6 +154,7 @@ PRESETS = {
     "tiny-kda": tiny_kda,
     "tiny-mamba2": tiny_mamba2,
     "tiny-hybrid": tiny_hybrid,
+    "tiny-lfm2": tiny_lfm2,
     "k3-mini": k3_mini,
     "kimi-linear-48b": kimi_linear_48b,
     "k3": k3,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..arithmetic import DTYPE_BYTES, dtype_name
 from ..did_you_mean import did_you_mean
-from . import deepseek_v3, gemma3_text, gpt2, kimi_linear, llama, mamba2, olmo_hybrid, qwen3_5, qwen3_next
+from . import deepseek_v3, gemma3_text, gpt2, kimi_linear, lfm2, llama, mamba2, olmo_hybrid, qwen3_5, qwen3_next
 from .claims import check_claims
 from .hfconfig import Fields, read_config
 from .problems import PretrainedError, ShapeError
@@ -25,6 +25,7 @@ FAMILIES = (
     gemma3_text,
     gpt2,
     kimi_linear,
+    lfm2,
     llama,
     mamba2,
     olmo_hybrid,

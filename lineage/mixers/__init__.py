@@ -18,5 +18,6 @@ from .gated_deltanet.config import MIXER as GDN
 from .kda.config import MIXER as KDA
 from .mamba2.config import MIXER as MAMBA2
 from .mla.config import MIXER as MLA
+from .gated_conv.config import MIXER as GATED_CONV
 
-MIXERS = {m.name: m for m in (SOFTMAX, LINEAR, DELTANET, GDN, KDA, MAMBA2, MLA)}
+MIXERS = {m.name: m for m in (SOFTMAX, LINEAR, DELTANET, GDN, KDA, MAMBA2, MLA, GATED_CONV)}

@@ -79,6 +79,13 @@ FAMILIES = {
                     dict(vocab_size=512, hidden_size=64, intermediate_size=96, num_attention_heads=4,
                          num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16, sliding_window=16,
                          sliding_window_pattern=3, pad_token_id=0)),
+    "lfm2": ("Lfm2ForCausalLM",        # LiquidAI/LFM2-1.2B: 10 conv + 6 attention layers
+             dict(vocab_size=65536, hidden_size=2048, intermediate_size=12288, num_attention_heads=32,
+                  num_key_value_heads=8, conv_L_cache=3, full_attn_idxs=[2, 5, 8, 10, 12, 14], norm_eps=1e-5,
+                  block_multiple_of=256, block_ffn_dim_multiplier=1.0, tie_word_embeddings=True,
+                  rope_parameters=dict(rope_type="default", rope_theta=1e6)),
+             dict(vocab_size=512, hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2,
+                  full_attn_idxs=[1], block_multiple_of=16, pad_token_id=0)),
     "mamba2": ("Mamba2ForCausalLM",    # state-spaces/mamba2-2.8b
                dict(vocab_size=50288, hidden_size=2560, num_heads=80, head_dim=64, state_size=128, n_groups=1,
                     expand=2, conv_kernel=4, chunk_size=256, tie_word_embeddings=True, layer_norm_epsilon=1e-5),

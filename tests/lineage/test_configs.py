@@ -90,6 +90,7 @@ def test_every_mixer_config_field_and_module_has_a_descriptor():
     ("gdn", {"n_heads": 3, "n_key_heads": 2}, "n_key_heads"),      # DeltaNet's rule, inherited
     ("kda", {"gate_form": "other"}, "gate_form"),
     ("mamba2", {"n_heads": 3, "n_groups": 2}, "n_groups"),
+    ("gated_conv", {"conv_size": 0}, "conv_size"),
 ])
 def test_a_mixer_configs_own_rule_names_its_field(kind, options, field):
     """A rule a mixer's config keeps beside it (its `check`) runs in ModelConfig.check and names

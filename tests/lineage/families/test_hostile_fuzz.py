@@ -26,6 +26,7 @@ from .test_deepseek_v3 import deepseek  # noqa: E402
 from .test_gemma3 import gemma  # noqa: E402
 from .test_gpt2 import gpt2  # noqa: E402
 from .test_hybrids import kimi, qwen as qwen3_next  # noqa: E402
+from .test_lfm2 import lfm2  # noqa: E402
 from .test_llama import make as llama  # noqa: E402
 from .test_mamba2_checkpoint import mamba  # noqa: E402
 from .test_olmo_hybrid import olmo  # noqa: E402
@@ -35,7 +36,7 @@ from .test_tokenizers import kimi_files  # noqa: E402
 FAMILIES = {
     "gpt2": gpt2, "llama": llama, "qwen3": lambda p: llama(p, "qwen3"), "kimi_linear": kimi,
     "qwen3_next": qwen3_next, "qwen3_5": lambda p: qwen3_5(p, moe=True, composite=True),
-    "olmo_hybrid": olmo, "mamba2": mamba, "deepseek_v3": deepseek, "gemma3_text": gemma,
+    "olmo_hybrid": olmo, "mamba2": mamba, "deepseek_v3": deepseek, "gemma3_text": gemma, "lfm2": lfm2,
 }
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

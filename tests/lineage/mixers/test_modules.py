@@ -4,10 +4,11 @@ import torch
 import torch.nn.functional as F
 
 from lineage.mixers.attention.module import KVCache, SoftmaxAttention
-from lineage.configs import (AttentionConfig, DeltaNetConfig, DenseFFNConfig, GatedDeltaNetConfig, KDAConfig,
-                             LinearAttentionConfig, MLAConfig, MoEConfig)
+from lineage.configs import (AttentionConfig, DeltaNetConfig, DenseFFNConfig, GatedConvConfig, GatedDeltaNetConfig,
+                             KDAConfig, LinearAttentionConfig, MLAConfig, MoEConfig)
 from lineage.mixers.deltanet.module import DeltaNet
 from lineage.ffns.dense import DenseFFN
+from lineage.mixers.gated_conv.module import GatedConv
 from lineage.mixers.gated_deltanet.module import GatedDeltaNet
 from lineage.mixers.kda.module import KDA
 from lineage.mixers.linear_attention.module import LinearAttention
@@ -35,6 +36,9 @@ MODULES = {
     "kda-bounded": lambda: KDA(KDAConfig(d_model=D, n_heads=3, head_dim=20, gate_form="bounded")),
     "kda-kimi": lambda: KDA(KDAConfig(d_model=D, n_heads=3, head_dim=20, gate_form="kimi", output_gate_rank=8,
                                       chunk_size=None)),
+    # LFM2's conv layers: a 3-token window, and with biases on every part
+    "gated_conv": lambda: GatedConv(GatedConvConfig(d_model=D, conv_size=3)),
+    "gated_conv-bias-wide": lambda: _biased_conv(GatedConv(GatedConvConfig(d_model=D, conv_size=5, bias=True))),
     "mla": lambda: MLA(MLAConfig(d_model=D, n_heads=3, kv_lora_rank=24, qk_nope_head_dim=12,
                                  qk_rope_head_dim=6, v_head_dim=10)),
     "mla-gated-qlora-rope": lambda: MLA(MLAConfig(d_model=D, n_heads=3, q_lora_rank=20, kv_lora_rank=24,
@@ -57,6 +61,12 @@ MODULES = {
     "moe-qwen3next-router": lambda: MoE(MoEConfig(d_model=D, n_experts=7, top_k=3, n_shared=1, expert_dim=18,
                                                   shared_dim=11, act="silu", router="softmax", shared_gate=True)),
 }
+
+
+def _biased_conv(mod):
+    with torch.no_grad():
+        mod.conv_bias.normal_()                 # zeros at init: a bias dropped anywhere would go unseen
+    return mod
 
 
 def _biased(moe):
@@ -89,7 +99,8 @@ def test_forward_equals_steps(name, T):
         obs = LayerObs()
         y, st = mod.step(x[:, t], st, obs)
         ys.append(y)
-        assert (obs.mixer is None) == name.startswith("dense") and obs.ffn is None or name.startswith("moe")
+        # a dense FFN and the gated conv (no state matrix, no attention row) observe nothing
+        assert (obs.mixer is None) == name.startswith(("dense", "gated_conv")) and obs.ffn is None or name.startswith("moe")
     y_steps = torch.stack(ys, 1)
     assert rel(y_full, y_steps) < TOL, name
     assert states_equal(s_full, st), name
@@ -179,6 +190,22 @@ def test_short_conv_matches_conv1d():
     y, cache = conv(x)
     ref = F.conv1d(F.pad(x.transpose(1, 2), (3, 0)), conv.weight, groups=12).transpose(1, 2)
     assert rel(y, ref) < TOL and torch.equal(cache, x[:, -3:])
+
+
+@pytest.mark.parametrize("name", ["gated_conv", "gated_conv-bias-wide"])
+def test_gated_conv_is_c_times_the_conv_of_b_times_x(name):
+    """Against conv1d over B * x, written from LFM2's equations: y = out_proj(C * (conv(B * x) + bias))."""
+    torch.manual_seed(7)
+    mod = MODULES[name]().double()
+    x = torch.randn(2, 11, D, dtype=torch.float64)
+    b, c, v = mod.in_proj(x).split(D, -1)
+    w = mod.conv.weight                                                     # (D, 1, size)
+    size = w.shape[-1]
+    conv = F.conv1d(F.pad((b * v).transpose(1, 2), (size - 1, 0)), w, mod.conv_bias, groups=D).transpose(1, 2)
+    y, state = mod(x)
+    assert rel(y, mod.out_proj(c * conv)) < TOL
+    assert state.conv.shape == (2, size - 1, D) and torch.equal(state.conv, (b * v)[:, -(size - 1):])
+    assert state.nbytes == 2 * mod.cfg.state_bytes(4, 8)               # two sequences' float64 cache
 
 
 def test_grouped_routing_picks_only_from_the_best_groups():
