@@ -11,7 +11,7 @@ from lineage.retention import CLEARS, HOLDS, tally
 from ..widgets.heatmap import Heatmap, colour_bar
 from ..widgets.text_box import TextBox
 from .base import Absent, SweepPanel, steps
-from .common import HeadSweep, history, layers_of, model_name, ramp_rows
+from .common import HeadSweep, history, layers_of, model_name, ramp_rows, step_token, step_tokens
 
 
 def _alpha(cur, j: int, m: int, layer: int, heads: int) -> np.ndarray | None:
@@ -40,7 +40,7 @@ def prepare(cur, i: int, p: dict, width: int):
 
     now = _alpha(cur, i, m, layer, H)
     return HeadSweep(model_name(cur.info, m), m, layer, tuple(layers), h, H, i, history(i, column),
-                     None if now is None else tally(now))
+                     None if now is None else tally(now), step_tokens(cur, i, m))
 
 
 def counts(view) -> str:
@@ -97,14 +97,21 @@ class DecayPanel(SweepPanel):
             return                              # nothing drawn yet, or this model has no gated layer
         legend = colour_bar("sequential", 1.0, no_color=self.app.no_color)
         legend.append(f"   {counts(view)}   mean {view.columns.column(view.step).mean():.3f}")
-        if self._cursor_moved and hm.data.size:
-            r, c = hm.cursor
-            step = self._sweep.step_at(c)
-            where = f"cursor {'channel' if hm.data.shape[0] > 1 else 'head'} {r}"     # the ▲ / ▼ of h j k l
-            legend.append(f"\n{where}, step {step + 1}: alpha = {hm.data[r, c]:.3f}" if step is not None
+        got = hm.reading
+        if got is not None and (self._cursor_moved or got.by == "mouse"):
+            # the ▲ / ▼ of h j k l, or the mouse's cell: the channel its cell is drawn with (the
+            # darkest, as the map folds: "channel 5 of 4-7"); one row of one alpha: the head shown
+            one = hm.data.shape[0] == 1
+            where = f"{got.by} head {view.head}" if one else f"{got.by} channel {got.row}{got.of_rows()}"
+            step = self._sweep.step_at(got.col)
+            legend.append(f"\n{where}, step {step + 1}: alpha = {got.value:.3f}{step_token(view.tokens, step)}"
+                          if step is not None
                           else f"\n{where}: no step in this column (the gap after now)")
         self.put(self.query_one("#legend", TextBox), legend, pace=0.1)
 
     def on_heatmap_cursor_moved(self, event: Heatmap.CursorMoved) -> None:
         self._cursor_moved = True
+        self._legend()
+
+    def on_heatmap_hovered(self, event: Heatmap.Hovered) -> None:
         self._legend()
