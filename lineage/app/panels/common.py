@@ -142,9 +142,29 @@ class HeadSweep:
     step: int
     columns: History           # per step: the head's values, one per channel (or one per head)
     tally: Tally | None = None  # the decay panel's: this step's holding and clearing counts, every head
+    tokens: History | None = None   # per step: its token as the readout names it (step_tokens)
 
 
 def history(i: int, column) -> History:
     """History of column(j) (an array or None) for the steps up to i."""
     first = max(0, i - HISTORY + 1)
     return History(first, tuple(column(j) for j in range(first, i + 1)))
+
+
+def step_tokens(cur, i: int, m: int) -> History:
+    """Each recent step's token as a sweep's readout names it, "'c'@10" (its text and position,
+    as the attention panel writes them), None where a frame has no token (a toy memory's)."""
+    models = cur.info.get("models") or []
+    byte_names = not (m < len(models) and "pretrained" in models[m])
+
+    def name(j):
+        t = cur.frame(j).token()
+        return None if t is None else f"'{token_label(t.text, byte_names)}'@{t.pos}"
+    return history(i, name)
+
+
+def step_token(tokens: History | None, step: int) -> str:
+    """" ('c'@10)": the token of a sweep column's step (0-based), where the history knows it."""
+    j = step - tokens.first if tokens is not None else -1
+    tok = tokens.columns[j] if tokens is not None and 0 <= j < len(tokens.columns) else None
+    return f" ({tok})" if tok else ""

@@ -4,14 +4,17 @@ it; what "hold" and "clear" mean is lineage.retention's, as captions and `lineag
 from __future__ import annotations
 
 import numpy as np
+from rich.text import Text
 
 from lineage.playback.frame import FrameProblem
-from lineage.retention import CLEARS, HOLDS, tally
+from lineage.retention import CLEARS, HOLDING, HOLDS, tally
+
+from .. import palette
 
 from ..widgets.heatmap import Heatmap, colour_bar
 from ..widgets.text_box import TextBox
 from .base import Absent, SweepPanel, steps
-from .common import HeadSweep, history, layers_of, model_name, ramp_rows
+from .common import HeadSweep, history, layers_of, model_name, ramp_rows, step_token, step_tokens
 
 
 def _alpha(cur, j: int, m: int, layer: int, heads: int) -> np.ndarray | None:
@@ -40,7 +43,7 @@ def prepare(cur, i: int, p: dict, width: int):
 
     now = _alpha(cur, i, m, layer, H)
     return HeadSweep(model_name(cur.info, m), m, layer, tuple(layers), h, H, i, history(i, column),
-                     None if now is None else tally(now))
+                     None if now is None else tally(now), step_tokens(cur, i, m))
 
 
 def counts(view) -> str:
@@ -55,6 +58,33 @@ def counts(view) -> str:
     return f"{one}; all {t.heads} heads: {sum(t.holding)}/{t.channels} hold, {sum(t.clearing)} clear"
 
 
+def flat(A: np.ndarray, view) -> str | None:
+    """Why the map of alphas A (rows, steps shown) is one flat block, where it is: every value
+    in one colour step of the 0..1 scale. The scale stays 0..1: alpha is the fraction of memory
+    kept, and 0.999 against 1.000 stretched over every colour would paint rounding as forgetting."""
+    a = A[np.isfinite(A)]
+    if not a.size or np.unique(palette.sequential_index(a)).size > 1:
+        return None
+    lo, hi = float(a.min()), float(a.max())
+    rows, n = A.shape
+    what = f"head {view.head} " + (f"holds all {rows} channels" if rows > 1 else "holds")
+    if lo > HOLDING:
+        return f"one colour: {what}, alpha {lo:.4f}-{hi:.4f}, over {steps(n)}: forgets nothing"
+    return f"one colour: every {'channel' if rows > 1 else 'step'} at alpha {lo:.4f}-{hi:.4f} over {steps(n)}"
+
+
+def others(view) -> str:
+    """Every head's counts, and which other heads forget some at this step (`, .` picks a head)."""
+    t = view.tally
+    if t is None or t.heads == 1:
+        return ""
+    out = f"all heads: {sum(t.holding)}/{t.channels} hold, {sum(t.clearing)} clear"
+    fading = [str(h) for h in range(t.heads) if h != view.head and t.holding[h] < t.per_head]
+    if fading:
+        out += f"; head{'s' if len(fading) > 1 else ''} {', '.join(fading)} forget{'' if len(fading) > 1 else 's'}"
+    return out
+
+
 def lines(view, width: int) -> list[str]:
     if isinstance(view, Absent):
         return [view.text]
@@ -67,7 +97,8 @@ def lines(view, width: int) -> list[str]:
     # one alpha per head (Gated DeltaNet): the one row is the head shown, labelled as the map labels it
     out += ramp_rows(A, str if A.shape[0] > 1 else (lambda r, h=view.head: str(h)))
     out.append(f"  now: {counts(view)}")
-    return out
+    note = flat(A, view)
+    return out + ([f"  {note}"] if note else [])
 
 
 class DecayPanel(SweepPanel):
@@ -86,7 +117,8 @@ class DecayPanel(SweepPanel):
         A = self.show_sweep((view.model, layer, view.head), i, view.columns, "key channel" if per == "channel"
                             else "head", str if per == "channel" else (lambda r, h=view.head: str(h)), fold="min")
         # the steps the map holds (not the gap after now), short enough for a third of 160 columns
-        self.set_title(f"decay · L{layer} head {view.head} · alpha/{per} · {steps(self._sweep.shown(i))}")
+        # the model named, as the state and attention panels do: two models' decay panels told apart
+        self.set_title(f"decay · {view.name} · L{layer} head {view.head} · {steps(self._sweep.shown(i))}")
         self._legend()
 
     def _legend(self) -> None:
@@ -95,16 +127,29 @@ class DecayPanel(SweepPanel):
         view, hm = self.view, self.query_one(Heatmap)
         if not isinstance(view, HeadSweep):
             return                              # nothing drawn yet, or this model has no gated layer
-        legend = colour_bar("sequential", 1.0, no_color=self.app.no_color)
-        legend.append(f"   {counts(view)}   mean {view.columns.column(view.step).mean():.3f}")
-        if self._cursor_moved and hm.data.size:
-            r, c = hm.cursor
-            step = self._sweep.step_at(c)
-            where = f"cursor {'channel' if hm.data.shape[0] > 1 else 'head'} {r}"     # the ▲ / ▼ of h j k l
-            legend.append(f"\n{where}, step {step + 1}: alpha = {hm.data[r, c]:.3f}" if step is not None
+        per = "channel" if hm.data.shape[0] > 1 else "head"
+        legend = Text(f"alpha per {per} ") + colour_bar("sequential", 1.0, no_color=self.app.no_color)
+        shown = [c for c in range(hm.data.shape[1]) if c not in hm.blank]       # the steps drawn, not the gap
+        note = flat(hm.data[:, shown], view) if shown else None
+        if note:        # the head's counts are in the note; every head's say where else to look
+            legend.append(f"\n{note}" + (f"\n{others(view)}" if others(view) else ""))
+        else:
+            legend.append(f"   {counts(view)}   mean {view.columns.column(view.step).mean():.3f}")
+        got = hm.reading
+        if got is not None and (self._cursor_moved or got.by == "mouse"):
+            # the ▲ / ▼ of h j k l, or the mouse's cell: the channel its cell is drawn with (the
+            # darkest, as the map folds: "channel 5 of 4-7"); one row of one alpha: the head shown
+            one = hm.data.shape[0] == 1
+            where = f"{got.by} head {view.head}" if one else f"{got.by} channel {got.row}{got.of_rows()}"
+            step = self._sweep.step_at(got.col)
+            legend.append(f"\n{where}, step {step + 1}: alpha = {got.value:.3f}{step_token(view.tokens, step)}"
+                          if step is not None
                           else f"\n{where}: no step in this column (the gap after now)")
         self.put(self.query_one("#legend", TextBox), legend, pace=0.1)
 
     def on_heatmap_cursor_moved(self, event: Heatmap.CursorMoved) -> None:
         self._cursor_moved = True
+        self._legend()
+
+    def on_heatmap_hovered(self, event: Heatmap.Hovered) -> None:
         self._legend()

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 from rich.text import Text
 
-from ..widgets.heatmap import Heatmap
+from ..widgets.heatmap import Heatmap, colour_bar
 from ..widgets.text_box import TextBox
 from .base import Absent, SweepPanel
-from .common import History, history, layers_of, model_name
+from .common import History, history, layers_of, model_name, step_token, step_tokens
 
 SPARK = " ▁▂▃▄▅▆▇█"
 COMPACT = 64            # more experts than this: the compact strip
@@ -41,6 +41,7 @@ class RoutingPanelView:
     now: object                # this token's routing record
     routes: History | None     # the records of recent steps (None: compact, past COMPACT experts)
     weights: History | None    # per step: (E,) the token's weight on every expert, for the sweep
+    tokens: History | None = None   # per step: its token as the readout names it (step_tokens)
 
 
 def prepare(cur, i: int, p: dict, width: int):
@@ -54,7 +55,8 @@ def prepare(cur, i: int, p: dict, width: int):
         return RoutingPanelView(model_name(cur.info, m), m, layer, tuple(layers), moe, i, now, None, None)
     routes = history(i, lambda j: cur.frame(j).routing(m, layer))
     weights = History(routes.first, tuple(None if r is None else r.per_expert(moe.n_experts) for r in routes.columns))
-    return RoutingPanelView(model_name(cur.info, m), m, layer, tuple(layers), moe, i, now, routes, weights)
+    return RoutingPanelView(model_name(cur.info, m), m, layer, tuple(layers), moe, i, now, routes, weights,
+                            step_tokens(cur, i, m))
 
 
 def lines(view, width: int) -> list[str]:
@@ -123,18 +125,57 @@ class RoutingPanel(SweepPanel):
             # folded, a row is the max of its experts: a chosen expert is never dimmed by an idle one
             self.show_sweep((view.model, layer), view.step, view.weights, "expert", fold="max")     # (experts, steps)
             self.set_title(f"routing · L{layer} · {moe.top_k} of {E} experts + {moe.n_shared} shared")
-        self._legend(view.now)
+        self._legend()
 
-    def _legend(self, r) -> None:
+    def _legend(self) -> None:
+        """What colour means, the load so far, this token's picks, and the value under the h j k l
+        cursor (or the mouse): expert, step and its token, weight."""
+        view, hm = self.view, self.query_one(Heatmap)
+        if not isinstance(view, RoutingPanelView):
+            return                              # nothing drawn yet, or this model has no MoE layer
+        r, compact = view.now, view.routes is None
         load, share = r.load, r.shared_share
-        t = Text("load  ")
+        t = colour_bar("sequential", 1.0, no_color=self.app.no_color)
+        t.append("  bright: this token, dim: load so far" if compact else "  the router's weight")
         if load is not None:
             top = max(int(load.max()), 1)
-            if len(load) <= COMPACT:
-                t.append("".join(SPARK[int(x * 8 // top)] for x in load))
-            t.append(f"  max {top}, idle {int((load == 0).sum())}")
+            spark = "".join(SPARK[int(x * 8 // top)] for x in load) + " " if len(load) <= COMPACT else ""
+            # on one line where it fits, else the numbers over the sparkline (a wrap cut it anywhere)
+            room = self.query_one("#legend", TextBox).size.width or 999
+            one = f"load so far {spark}max {top}, idle {int((load == 0).sum())}"
+            two = f"load so far: max {top}, idle {int((load == 0).sum())}" + (f"\n{spark.rstrip()}" if spark else "")
+            t.append("\n" + (one if len(one) <= room else two))
         now = ", ".join(f"e{int(e)} {float(w):.2f}" for e, w in zip(r.experts, r.weights))
         t.append(f"\nnow: {now}")
         if share is not None:
             t.append(f"   shared share {share:.2f}")
+        got = hm.reading
+        if got is not None and hm.data.size:
+            t.append("\n" + (self._compact_reading(got, hm) if compact else self._reading(got)))
         self.put(self.query_one("#legend", TextBox), t, pace=0.1)
+
+    def _reading(self, got) -> str:
+        """The sweep's cell under the cursor or the mouse: the expert (of a folded row's, the one
+        it is drawn with: the largest weight), the step of its column and the weight."""
+        where = f"{got.by} expert {got.row}{got.of_rows()}"
+        step = self._sweep.step_at(got.col)
+        if step is None:
+            return f"{where}: no step in this column (the gap after now)"
+        return f"{where}, step {step + 1}: weight {got.value:.2f}{step_token(self.view.tokens, step)}"
+
+    def _compact_reading(self, got, hm) -> str:
+        cols = hm.data.shape[1]
+        e = got.row * cols + got.col
+        r = self.view.now
+        if e >= self.view.moe.n_experts:
+            return f"{got.by}: no expert here (the strip's padding)"
+        picked = [float(w) for x, w in zip(r.experts, r.weights) if int(x) == e]
+        load = 0 if r.load is None else int(r.load[e])
+        return f"{got.by} expert {e}: " + (f"weight {picked[0]:.2f} now, " if picked else "not routed now, ") + \
+            f"load {load}"
+
+    def on_heatmap_cursor_moved(self, event: Heatmap.CursorMoved) -> None:
+        self._legend()
+
+    def on_heatmap_hovered(self, event: Heatmap.Hovered) -> None:
+        self._legend()

@@ -115,20 +115,26 @@ class StatePanel(HeatmapPanel):
         self._legend(hm)
 
     def _legend(self, hm: Heatmap) -> None:
-        r, c = hm.cursor
-        val = hm.value_under_cursor
+        got = hm.reading
         bar = colour_bar("diverging", hm.vmax, no_color=self.app.no_color)
         if self.options.get("colour_range") == "shared":
             bar.append(" shared")
-        # the axes are named on the map; here the value under the cursor, exact even where
-        # the map folds rows or columns into their mean
-        where = f"value {c}" if hm.data.shape[0] == 1 else f"key {r}, value {c}"
-        if val is not None:
-            # "cursor": the ▲ / ▼ (or X) on a focused map, moved by h j k l
-            bar.append(f"\ncursor {where}: {val:+.4f}   norm {np.linalg.norm(hm.data):.3f}")
+        # the axes are named on the map; here the value under the cursor (the ▲ / ▼ or X of
+        # h j k l on a focused map) or the mouse, exact even where the map folds rows or columns
+        if got is not None:
+            # the mouse's cell holds two keys (a half-block line's pixels) or more (folded): it
+            # reads the one the cell is drawn with, and says of which ("key 7 of 6-7")
+            col = f"value {got.col}{got.of_cols()}"
+            where = col if hm.data.shape[0] == 1 else f"key {got.row}{got.of_rows()}, {col}"
+            line, norm = f"\n{got.by} {where}: {got.value:+.4f}", f"   norm {np.linalg.norm(hm.data):.3f}"
+            room = self.query_one("#legend", TextBox).size.width
+            bar.append(line + norm if not room or len(line) - 1 + len(norm) <= room else line)
         self.put(self.query_one("#legend", TextBox), bar, pace=0.1)
 
     def on_heatmap_cursor_moved(self, event: Heatmap.CursorMoved) -> None:
+        self._legend(event.heatmap)
+
+    def on_heatmap_hovered(self, event: Heatmap.Hovered) -> None:
         self._legend(event.heatmap)
 
     def cycle_quantity(self) -> bool:

@@ -169,3 +169,21 @@ def fold(data: np.ndarray, rfold: int, cfold: int, blank=(), how: str = "mean") 
 
 def span(first: str, last: str) -> str:
     return first if first == last else f"{first}-{last}"
+
+
+def pick(data: np.ndarray, rows: range, cols: range, how: str = "mean", blank=()) -> tuple[int, int]:
+    """The (row, col) of the block rows x cols whose value the block is drawn with, as `fold`
+    draws it: its max, min or largest |value| (a NaN first: fold keeps it visible); a mean is no
+    one value, so its first cell. Blank columns are left out where the block has others."""
+    if how not in RULES:
+        raise ValueError(f"fold rule {how!r}: one of {', '.join(RULES)}")
+    cs = [c for c in cols if c not in blank] or list(cols)
+    block = data[rows.start:rows.stop][:, cs]                          # (len(rows), len(cs))
+    if how == "mean" or block.size == 1:
+        at = 0
+    elif np.isnan(block).any():
+        at = int(np.flatnonzero(np.isnan(block))[0])
+    else:
+        at = int({"max": np.argmax, "min": np.argmin}.get(how, lambda b: np.argmax(np.abs(b)))(block))
+    r, c = divmod(at, block.shape[1])
+    return rows.start + r, cs[c]

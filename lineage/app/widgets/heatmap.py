@@ -19,6 +19,11 @@ never loses what the map is read for (routing the max: a chosen expert stays lit
 min: a clearing channel stays dark; a state the largest |value|: a strong entry is not averaged
 out by its neighbours' signs). The folded rows stretch to the height the panel has. The cursor
 still moves one value at a time, and the panel's legend prints the value under it.
+
+The mouse reads the map too: over a cell, the legend reads that cell instead of the cursor's
+(`reading`), until the mouse leaves the map. A terminal cell draws two pixel rows (or a folded
+block of several rows and columns), so the mouse names the block, and the value read is the one
+the block is drawn with (its max, min or largest |value|, as the map's rule says), exact.
 """
 from __future__ import annotations
 
@@ -35,13 +40,49 @@ from textual.widget import Widget
 
 from .. import palette
 from .axes import AXIS, Axes, text_strip
-from .fitting import RULES, Fit, fit, fold, folds
+from .fitting import RULES, Fit, fit, fold, folds, pick
 
 CURSOR = {True: Style(color="#ffffff", bold=True), False: Style(color="#000000", bold=True)}   # dark theme, light
 NOW = {dark: Style(color=c, bold=True) for dark, c in palette.MARK.items()}   # the "now" caret: the mark
 _PLAIN = Style()
 _REVERSE = Style(reverse=True)
 BLANK = -2                 # a cell drawn as background: the gap a sweep leaves after "now"
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a map's legend reads out: the keyboard cursor's cell (`by` "cursor"), or the one the
+    mouse is over ("mouse"): of the block under it (`rows` x `cols` of the matrix: two pixel rows
+    a terminal cell, more where the map folds), the cell whose value the block is drawn with."""
+    by: str
+    row: int
+    col: int
+    value: float
+    rows: range
+    cols: range
+    rule: str                  # how a block is drawn: fitting.RULES' key
+
+    def of_rows(self, name=str) -> str:
+        """' of 6-7' where the mouse's block holds more rows than the one read (`name(r)`
+        names row r), else ''."""
+        return f" of {name(self.rows[0])}-{name(self.rows[-1])}" if len(self.rows) > 1 else ""
+
+    def of_cols(self, name=str) -> str:
+        return f" of {name(self.cols[0])}-{name(self.cols[-1])}" if len(self.cols) > 1 else ""
+
+
+
+    def among(self, row_name, col_name=None) -> str:
+        """' (max of experts 4-7)' where the block holds more than this one value, else '':
+        `row_name(a, b)` names rows a..b, `col_name(a, b)` columns (None: the columns unnamed)."""
+        parts = []
+        if len(self.rows) > 1:
+            parts.append(row_name(self.rows[0], self.rows[-1]))
+        if len(self.cols) > 1 and col_name is not None:
+            parts.append(col_name(self.cols[0], self.cols[-1]))
+        if not parts or self.rule == "mean":
+            return ""
+        return f" ({RULES[self.rule]} of {', '.join(parts)})"
 
 
 class Heatmap(Widget, can_focus=True):
@@ -62,6 +103,12 @@ class Heatmap(Widget, can_focus=True):
         row: int
         col: int
         value: float
+
+    @dataclass
+    class Hovered(Message):
+        """The mouse moved onto another cell of the map (`reading` says which), or off it (None)."""
+        heatmap: "Heatmap"
+        reading: "Reading | None"
 
     def __init__(self, *, id: str | None = None, classes: str | None = None):
         super().__init__(id=id, classes=classes)
@@ -84,6 +131,8 @@ class Heatmap(Widget, can_focus=True):
         self._head, self._gutter = 0, 0  # lines above the map (the rows' name), columns left of it
         self._beside = True              # the rows' name is beside the map (else above it)
         self._ticks: list[str] = []      # the gutter's text beside each map line
+        self._hover: tuple[range, range] | None = None   # the matrix block under the mouse
+        self._mouse: tuple[int, int, int | None] | None = None   # where it is: x, y, half (block_at)
 
     # -- data -------------------------------------------------------------------------
     def set_axes(self, rows: str | None, cols: str | None, row_name=str, col_ticks: bool = True,
@@ -175,6 +224,19 @@ class Heatmap(Widget, can_focus=True):
             return None
         return float(self.data[r, c])
 
+    @property
+    def reading(self) -> Reading | None:
+        """What the legend reads: the cell the mouse is over while it is on the map (the value
+        its block is drawn with), else the keyboard cursor's; None for an empty map."""
+        if self.data.size == 0:
+            return None
+        if self._hover is not None:
+            rows, cols = self._hover
+            r, c = pick(self.data, rows, cols, self.axes.fold, self.blank)
+            return Reading("mouse", r, c, float(self.data[r, c]), rows, cols, self.axes.fold)
+        r, c = self.cursor
+        return Reading("cursor", r, c, float(self.data[r, c]), range(r, r + 1), range(c, c + 1), self.axes.fold)
+
     # -- axes -------------------------------------------------------------------------
     def _gutter_texts(self, f: Fit, beside: bool) -> list[str]:
         return self.axes.gutter(f, self._lines_for(f), self.data.shape[0], self._per(), beside)
@@ -259,16 +321,28 @@ class Heatmap(Widget, can_focus=True):
 
     def cell_at(self, x: int, y: int) -> tuple[int, int] | None:
         """The matrix cell drawn at (x, y) of the widget (a folded block's first), or None."""
+        block = self.block_at(x, y, half=0)
+        return None if block is None else (block[0].start, block[1].start)
+
+    def block_at(self, x: int, y: int, half: int | None = None) -> tuple[range, range] | None:
+        """The matrix rows and columns drawn at (x, y) of the widget, or None off the picture:
+        a drawn cell's (rfold x fold of the matrix's), and on a half-block line both its pixels'
+        (`half` 0 or 1: the upper or lower pixel's only)."""
         f = self.fit
         ox, oy = self._offset()
         x, y = x - ox, y - oy
         if f.text:
-            x, y = x // f.cw, y // f.ch
+            x, pixels = x // f.cw, [y // f.ch]
         else:
-            y = y * self._per()
-        if 0 <= x < len(f.xs) and 0 <= y < len(f.ys):
-            return int(f.ys[y]) * f.rfold, int(f.xs[x]) * f.fold
-        return None
+            per = self._per()
+            pixels = [y * per + k for k in range(per)] if half is None else [y * per + min(half, per - 1)]
+        pixels = [p for p in pixels if 0 <= p < len(f.ys)]
+        if not (0 <= x < len(f.xs) and pixels):
+            return None
+        rows, cols = self.data.shape
+        a, b = int(f.ys[pixels[0]]) * f.rfold, min(rows, (int(f.ys[pixels[-1]]) + 1) * f.rfold)
+        c = int(f.xs[x]) * f.fold
+        return range(a, b), range(c, min(cols, c + f.fold))
 
     # -- drawing ----------------------------------------------------------------------
     def _zero(self) -> int:
@@ -369,6 +443,7 @@ class Heatmap(Widget, can_focus=True):
         else:
             self.fit, self._beside, self._gutter = Fit(), True, 0
         self.idx = self._index(self.fit)
+        self._point()
         self._shown = self.idx.copy()
         heads = self.axes.head(self.fit, self._beside) if self.fit.xs.size else []
         self._head = len(heads)
@@ -422,6 +497,29 @@ class Heatmap(Widget, can_focus=True):
         cell = self.cell_at(event.x, event.y)
         if cell is not None:
             self._move_to(*cell)
+
+    # -- the mouse reads a cell (the legend says which and its value) -------------------------
+    def on_mouse_move(self, event) -> None:
+        # a terminal that reports the pointer within a cell says which half-block pixel it is on
+        frac = event.pointer_y - event.y
+        self._mouse = (event.x, event.y, int(frac * self._per()) if frac > 0 else None)
+        self._point()
+
+    def on_leave(self, event) -> None:
+        self._mouse = None
+        self._point()                    # the legend reads the keyboard cursor again
+
+    def _point(self) -> None:
+        """The block under the mouse, found again where the mouse or the picture moved (a
+        resize, new data of another shape); the panel is told when it is another."""
+        block = None
+        if self._mouse is not None and self.data.size:
+            x, y, half = self._mouse
+            block = self.block_at(x, y, None if self.fit.text else half)
+        if block == self._hover:
+            return
+        self._hover = block
+        self.post_message(self.Hovered(self, self.reading if block is not None else None))
 
     def watch_has_focus(self, focused: bool) -> None:
         # the cursor is drawn on a focused map only. Built in on_focus / on_blur, the lines came

@@ -106,3 +106,36 @@ def test_the_app_draws_head_1s_alpha_in_the_map_legend_and_cursor():
             assert f"cursor channel {r}, step {step + 1}: alpha = {want:.3f}" in legend, legend
     asyncio.run(go())
 
+
+
+def test_the_decay_panel_names_its_model_and_says_why_its_map_is_one_colour():
+    """The tour's decay map of head 0 was one flat block at every step, the title named no model:
+    the title names it (two models' decay panels are told apart), and the legend says why the
+    block is flat (every channel holds, alpha within one colour step of the 0..1 scale, the range
+    read from the frames) and which head does forget; on head 3, which does, no such note."""
+    from lineage.app.panels.common import model_name
+    from tests.app.helpers import opened, panel
+
+    i = 25
+
+    async def go():
+        async with opened("tour", (160, 50), i) as (pilot, app):
+            p = panel(app, "decay")
+            name = model_name(app.cursor.info, 0)
+            assert str(p.border_title).startswith(f"decay · {name} · L0 head 0"), p.border_title
+            hm = p.query_one(Heatmap)
+            steps = [s for s in (p._sweep.step_at(c) for c in range(hm.data.shape[1])) if s is not None]
+            A = np.stack([app.cursor.frame(j).decay(0, 0).alpha[0] for j in steps]).astype(np.float64)
+            legend = " ".join(str(p.query_one("#legend").render()).split())
+            want = (f"one colour: head 0 holds all 32 channels, alpha {A.min():.4f}-{A.max():.4f}, "
+                    f"over {len(steps)} steps: forgets nothing")
+            assert want in legend and "head 3 forgets" in legend, legend
+            assert A.min() > 0.95
+            text = "\n".join(DecayPanel.text_form(app.cursor, i, p.options, 100))
+            assert "one colour: head 0 holds all 32 channels" in text
+            p.query_one(Heatmap).focus()
+            await pilot.press("full_stop", "full_stop", "full_stop")         # head 3
+            await pilot.pause(0.2)
+            legend = " ".join(str(p.query_one("#legend").render()).split())
+            assert "head 3" in str(p.border_title) and "one colour" not in legend and "mean" in legend, legend
+    asyncio.run(go())

@@ -27,3 +27,33 @@ def test_compact_text_is_a_few_rows():
     assert len(lines) == 2 + 512 // 64 and 512 > COMPACT
     assert lines[1].startswith("  e0   ") and lines[1][7 + 3] == "#" and lines[1][7 + 7] == "+"
     assert "used so far 5 of 512" in lines[-1] and "e511 0.20" in lines[-1]
+
+
+def test_the_routing_legend_names_its_scale_and_reads_the_cursors_weight():
+    """The tour's routing map had no scale and no readout: its legend now says what colour is
+    (the router's weight, 0 to 1) and what the load row is, and h j k l read expert, step, token
+    and weight, as the frame recorded them."""
+    from tests.app.helpers import opened, panel, run
+    from lineage.app.panels.common import token_label
+    from lineage.app.widgets.heatmap import Heatmap
+    i = 12
+
+    async def go():
+        async with opened("tour", (160, 50), i) as (pilot, app):
+            p = panel(app, "routing")
+            hm = p.query_one(Heatmap)
+            legend = lambda: str(p.query_one("#legend").render())            # noqa: E731
+            assert "0 " in legend() and " 1  the router's weight" in legend() and "load so far" in legend()
+            r = app.cursor.frame(i).routing(0, p.view.layer)
+            e, w = int(r.experts[0]), float(r.weights[0])
+            p.focus()
+            await pilot.pause(0.1)
+            for _ in range(e):
+                await pilot.press("j")
+            while hm.cursor[1] < hm.marker:                                 # the column of "now"
+                await pilot.press("l")
+            await pilot.pause(0.1)
+            tok = app.cursor.frame(i).token()
+            want = f"cursor expert {e}, step {i + 1}: weight {w:.2f} ('{token_label(tok.text)}'@{tok.pos})"
+            assert want in legend(), legend()
+    run(go())

@@ -273,3 +273,14 @@ def test_the_now_caret_and_its_step_stay_whole_at_the_right_edge():
                     x = hm._offset()[0] + int(np.searchsorted(hm.fit.xs, hm.marker // hm.fit.fold))
                     assert f"now, step {step + 1}" in foot and foot[x] == "▲", (kind, step, foot)
     run(go())
+
+
+def test_pick_is_the_cell_a_block_is_drawn_with():
+    from lineage.app.widgets.fitting import pick
+    data = np.array([[0.5, -0.9, 0.2], [0.7, 0.1, np.nan]])
+    assert pick(data, range(0, 2), range(0, 2), "max") == (1, 0)
+    assert pick(data, range(0, 2), range(0, 2), "min") == (0, 1)
+    assert pick(data, range(0, 2), range(0, 2), "absmax") == (0, 1)
+    assert pick(data, range(0, 2), range(1, 3), "max") == (1, 2)           # a NaN is never hidden
+    assert pick(data, range(0, 2), range(0, 2), "mean") == (0, 0)          # no one cell: the first
+    assert pick(data, range(0, 2), range(0, 3), "max", blank=[0]) == (1, 2)  # blank columns left out

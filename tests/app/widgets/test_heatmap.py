@@ -153,3 +153,78 @@ def test_an_axis_name_with_no_room_after_the_ticks_goes_before_them():
             foot = lines[hm._offset()[1] + hm._map_lines()].split()
             assert foot == ["→", "value", "channel", "0", "1", "2", "3"]
     run(go())
+
+
+def _legend(p) -> str:
+    from lineage.app.widgets.text_box import TextBox
+    return str(p.query_one("#legend", TextBox).render())
+
+
+def _line_rows(hm: Heatmap, y: int) -> range:
+    """The matrix rows map line y draws (both half-block pixels; each drawn row rfold of them),
+    worked out from the fit here, not asked of the widget."""
+    f = hm.fit
+    drawn = sorted({int(f.ys[p]) for p in (2 * y, 2 * y + 1) if p < len(f.ys)})
+    return range(drawn[0] * f.rfold, min(hm.data.shape[0], (drawn[-1] + 1) * f.rfold))
+
+
+def test_the_mouse_reads_the_state_cell_under_it_and_leaving_restores_the_cursor():
+    """The tour's state (32 x 32, unfolded at 160 x 50: a line draws two keys): the legend reads
+    the mouse's cell, its stronger key (the cell is drawn with the largest |value|), from S;
+    off the map it reads the h j k l cursor again."""
+    async def go():
+        async with opened("tour", (160, 50), 12) as (pilot, app):
+            p = panel(app, "state")
+            hm = p.query_one(Heatmap)
+            assert hm.fit.rfold == 1 and hm.fit.fold == 1
+            st = app.cursor.frame(12).state(0, p.view.layer)
+            S = st.quantity(p.view.head, "S").astype(np.float64)                # (K, V)
+            ox, oy = hm._offset()
+            for x, y in ((5, 3), (30, 11)):
+                rows = _line_rows(hm, y)
+                c = int(hm.fit.xs[x])
+                r = rows[int(np.argmax(np.abs(S[rows.start:rows.stop, c])))]
+                await pilot.hover(hm, offset=(ox + x, oy + y))
+                await pilot.pause(0.1)
+                want = f"mouse key {r} of {rows[0]}-{rows[-1]}, value {c}: {S[r, c]:+.4f}"
+                assert want in _legend(p), _legend(p)
+            await pilot.hover(None, offset=(0, 0))      # the title line, off every map
+            await pilot.pause(0.1)
+            assert f"cursor key 0, value 0: {S[0, 0]:+.4f}" in _legend(p) and "mouse" not in _legend(p)
+    run(go())
+
+
+@pytest.mark.parametrize("size, rfold", [((160, 50), 2), ((120, 40), 1)])
+def test_the_mouse_reads_the_decay_map_exactly_where_it_folds_and_where_not(size, rfold):
+    """The decay map at "now": the mouse's cell covers two drawn rows (four channels where the
+    map folds two a row); the legend names the channel its cell is drawn with (the least alpha,
+    as the map folds) and that alpha, the step and its token, read from the frame."""
+    i = 12
+
+    async def go():
+        async with opened("tour", size, i) as (pilot, app):
+            p = panel(app, "decay")
+            hm = p.query_one(Heatmap)
+            f = hm.fit
+            # the readout takes a line of the legend: the map it leaves is the one read
+            await pilot.hover(hm, offset=hm._offset())
+            await pilot.pause(0.1)
+            f = hm.fit
+            assert f.rfold == rfold, (f.rfold, hm.size)
+            alpha = app.cursor.frame(i).decay(0, p.view.layer).alpha[p.view.head].astype(np.float64)   # (K,)
+            tok = app.cursor.frame(i).token()
+            ox, oy = hm._offset()
+            x = int(np.searchsorted(f.xs, hm.marker // f.fold))          # the picture column of "now"
+            y = 2
+            rows = _line_rows(hm, y)
+            r = rows[int(np.argmin(alpha[rows.start:rows.stop]))]
+            await pilot.hover(hm, offset=(ox + x, oy + y))
+            await pilot.pause(0.1)
+            from lineage.app.panels.common import token_label
+            want = (f"mouse channel {r} of {rows[0]}-{rows[-1]}, step {i + 1}: alpha = {alpha[r]:.3f} "
+                    f"('{token_label(tok.text)}'@{tok.pos})")
+            assert want in _legend(p), _legend(p)
+            await pilot.hover(None, offset=(0, 0))      # the title line, off every map
+            await pilot.pause(0.1)
+            assert "mouse" not in _legend(p)        # the h j k l cursor never moved: no readout line
+    run(go())
