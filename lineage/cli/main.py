@@ -1,6 +1,6 @@
 """The `lineage` command line: the parser and the commands that inspect (params, memory, presets,
-list, validate) or open the app (run, serve). Those that write files are in export_cli.py, the
-training ones in train_cli.py. Subcommands that only do arithmetic never import torch."""
+list, validate) or open the app (run, serve). Those that write files are in export.py, training in
+train.py, eval and arena in evaluation.py. Subcommands that only do arithmetic never import torch."""
 from __future__ import annotations
 
 import argparse
@@ -14,7 +14,7 @@ from pathlib import Path
 from lineage import __version__
 from lineage.scenarios import DIR as SCENARIO_DIR
 
-from . import export as export_cli, train as train_cli
+from . import evaluation, export as export_cli, train as train_cli
 from .opening import (check, checkpoint_dir, checkpoint_options, checkpoint_scenario, err, guarded, made_scenario,
                       missing, resolve, revision_option)
 
@@ -341,7 +341,7 @@ def _main(argv: list[str] | None) -> int:
     pv.set_defaults(func=guarded(_validate))
     export_cli.add_commands(sub)                      # record, snapshot, slides
     train_cli.add_commands(sub)
-    for name, command in (("train", train_cli.train), ("eval", train_cli.evaluate), ("arena", train_cli.arena)):
+    for name, command in (("train", train_cli.train), ("eval", evaluation.evaluate), ("arena", evaluation.arena)):
         sub.choices[name].set_defaults(func=command)
     args = p.parse_args(argv)
     if getattr(args, "file_arg", None):    # a checkpoint directory: run, record or snapshot the scenario made for it

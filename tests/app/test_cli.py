@@ -133,14 +133,14 @@ def test_characters_stdout_cannot_encode_are_replaced(tmp_path):
 def test_ctrl_c_is_one_line_and_exit_130(command, monkeypatch, capsys, tmp_path):
     import lineage.cli.export as export_cli
     import lineage.cli.main as cli_main
-    import lineage.cli.train as train_cli
+    import lineage.cli.evaluation as evaluation
 
     def interrupted(*args, **kw):
         raise KeyboardInterrupt
     argv = {"validate": ["validate", "recall"], "arena": ["arena"],
             "snapshot": ["snapshot", "recall", "--step", "1", "-o", str(tmp_path / "s.txt")],
             "slides": ["slides", "recall", "-o", str(tmp_path / "deck")]}[command]
-    target = {"validate": (cli_main, "check"), "arena": (train_cli, "arena"),
+    target = {"validate": (cli_main, "check"), "arena": (evaluation, "arena"),
               "snapshot": (export_cli, "_snapshot"), "slides": (export_cli, "_slides")}[command]
     monkeypatch.setattr(*target, interrupted)
     try:

@@ -17,7 +17,7 @@ import torch
 from lineage.model import LM
 from lineage.presets import get_preset
 from lineage.training import checkpoint
-from lineage.cli import train as train_cli
+from lineage.cli import evaluation, train as train_cli
 from lineage.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -289,10 +289,10 @@ def test_eval_says_when_its_held_out_text_is_not_the_sidecars():
         def __init__(self, python, held):
             self.held_out_python, self.splits = python, {"held_out": np.zeros(held, np.uint8)}
     recorded = {"source": "Python standard library", "python": "3.12", "train_bytes": 100, "held_out_bytes": 50}
-    assert train_cli._corpus_differs(recorded, Here("3.12", 50)) is None
-    said = train_cli._corpus_differs(recorded, Here("3.11", 70))
+    assert evaluation._corpus_differs(recorded, Here("3.12", 50)) is None
+    said = evaluation._corpus_differs(recorded, Here("3.11", 70))
     assert "Python 3.11" in said and "Python 3.12" in said and "not comparable" in said
-    assert train_cli._corpus_differs(None, Here("3.11", 70)) is None      # nothing recorded: nothing to compare
+    assert evaluation._corpus_differs(None, Here("3.11", 70)) is None      # nothing recorded: nothing to compare
 
 
 def test_eval_scores_the_held_out_text_the_sidecar_scored_where_it_is_shipped(tmp_path, monkeypatch):
@@ -307,7 +307,7 @@ def test_eval_scores_the_held_out_text_the_sidecar_scored_where_it_is_shipped(tm
     recorded = {"source": "Python standard library", "python": "3.9", "train_bytes": 1, "held_out_bytes": len(theirs)}
     scored = here.scored_as(recorded)
     assert bytes(scored.splits["held_out"]) == theirs and scored.splits["train"] is here.splits["train"]
-    assert train_cli._corpus_differs(recorded, scored) is None
+    assert evaluation._corpus_differs(recorded, scored) is None
     assert bytes(here.splits["held_out"]) != theirs                      # the cached corpus is untouched
     assert here.scored_as({**recorded, "held_out_bytes": len(theirs) + 1}) is None      # not the recorded split
     assert here.scored_as({**recorded, "python": "3.8"}) is None                        # none shipped
@@ -339,7 +339,7 @@ def test_against_sidecar_says_which_number_differs():
     res = {"task": "text", "seed": 1234, "sequences": 256, "bits_per_byte": 1.40, "accuracy_by_pairs": {"16": 0.0125}}
     side = against_sidecar(res, meta)
     assert side["matches"] is False and [r["matches"] for r in side["compared"]] == [True, False]
-    lines = train_cli._sidecar_lines({"file": "k.json", "device": "cuda", "device_name": "H200", **side})
+    lines = evaluation._sidecar_lines({"file": "k.json", "device": "cuda", "device_name": "H200", **side})
     assert "does NOT match: bits per byte" in lines[0] and lines[-1].endswith("<- differs")
     assert against_sidecar({**res, "bits_per_byte": 1.385}, meta)["matches"] is True
     assert "pair counts 4 here, 16" in against_sidecar({**res, "accuracy_by_pairs": {"4": 1.0}}, meta)["not_comparable"]

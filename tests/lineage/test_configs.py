@@ -136,7 +136,7 @@ def test_aliases_and_tiny_preset_are_real_names(kind):
 
 
 def test_arena_is_the_registry_tiny_presets_in_order():
-    from lineage.cli.train import ARENA
+    from lineage.cli.evaluation import ARENA
     assert ARENA == ("tiny-softmax", "tiny-linear", "tiny-deltanet", "tiny-gated-deltanet", "tiny-kda", "tiny-mamba2")
     assert ARENA == tuple(m.tiny for m in MIXERS.values() if m.tiny)
 
