@@ -186,7 +186,7 @@ def save_from_app(screen) -> None:
     from lineage.files import write_new
 
     from .panels.base import Panel
-    from .widgets.heatmap import app_is_dark
+    from .widgets.legend import app_is_dark
     app = screen.app
     cursor, i = screen.player.cursor, screen.player.index
     if cursor is None:

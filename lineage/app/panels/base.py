@@ -22,7 +22,8 @@ from textual.message import Message
 from lineage.playback.frame import FrameProblem
 
 from lineage.playback.player import Throttle
-from ..widgets.heatmap import Heatmap, app_is_dark
+from ..widgets.heatmap import Heatmap
+from ..widgets.legend import app_is_dark
 from ..widgets.sweep import Sweep
 from ..widgets.text_box import TextBox
 from .common import check_options

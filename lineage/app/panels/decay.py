@@ -11,7 +11,8 @@ from lineage.retention import CLEARS, HOLDING, HOLDS, tally
 
 from .. import palette
 
-from ..widgets.heatmap import Heatmap, colour_bar
+from ..widgets.heatmap import Heatmap
+from ..widgets.legend import colour_bar
 from ..widgets.text_box import TextBox
 from .base import Absent, SweepPanel, steps
 from .common import HeadSweep, history, layers_of, model_name, ramp_rows, step_token, step_tokens

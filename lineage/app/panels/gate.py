@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..widgets.heatmap import colour_bar
+from ..widgets.legend import colour_bar
 from ..widgets.text_box import TextBox
 from .base import Absent, SweepPanel, steps
 from .common import HeadSweep, history, layers_of, model_name, ramp_rows

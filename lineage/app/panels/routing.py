@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from rich.text import Text
 
-from ..widgets.heatmap import Heatmap, colour_bar
+from ..widgets.heatmap import Heatmap
+from ..widgets.legend import colour_bar
 from ..widgets.text_box import TextBox
 from .base import Absent, SweepPanel
 from .common import History, history, layers_of, model_name, step_token, step_tokens

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 from textual.binding import Binding
 
-from ..widgets.heatmap import Heatmap, colour_bar
+from ..widgets.heatmap import Heatmap
+from ..widgets.legend import colour_bar
 from ..widgets.text_box import TextBox
 from .base import Absent, HeatmapPanel
 from .common import LEGEND, heat_rows, layers_of, model_name

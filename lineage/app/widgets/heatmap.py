@@ -41,48 +41,14 @@ from textual.widget import Widget
 from .. import palette
 from .axes import AXIS, Axes, text_strip
 from .fitting import RULES, Fit, fit, fold, folds, pick
+from .legend import app_is_dark
+from .reading import Reading
 
 CURSOR = {True: Style(color="#ffffff", bold=True), False: Style(color="#000000", bold=True)}   # dark theme, light
 NOW = {dark: Style(color=c, bold=True) for dark, c in palette.MARK.items()}   # the "now" caret: the mark
 _PLAIN = Style()
 _REVERSE = Style(reverse=True)
 BLANK = -2                 # a cell drawn as background: the gap a sweep leaves after "now"
-
-
-@dataclass(frozen=True)
-class Reading:
-    """What a map's legend reads out: the keyboard cursor's cell (`by` "cursor"), or the one the
-    mouse is over ("mouse"): of the block under it (`rows` x `cols` of the matrix: two pixel rows
-    a terminal cell, more where the map folds), the cell whose value the block is drawn with."""
-    by: str
-    row: int
-    col: int
-    value: float
-    rows: range
-    cols: range
-    rule: str                  # how a block is drawn: fitting.RULES' key
-
-    def of_rows(self, name=str) -> str:
-        """' of 6-7' where the mouse's block holds more rows than the one read (`name(r)`
-        names row r), else ''."""
-        return f" of {name(self.rows[0])}-{name(self.rows[-1])}" if len(self.rows) > 1 else ""
-
-    def of_cols(self, name=str) -> str:
-        return f" of {name(self.cols[0])}-{name(self.cols[-1])}" if len(self.cols) > 1 else ""
-
-
-
-    def among(self, row_name, col_name=None) -> str:
-        """' (max of experts 4-7)' where the block holds more than this one value, else '':
-        `row_name(a, b)` names rows a..b, `col_name(a, b)` columns (None: the columns unnamed)."""
-        parts = []
-        if len(self.rows) > 1:
-            parts.append(row_name(self.rows[0], self.rows[-1]))
-        if len(self.cols) > 1 and col_name is not None:
-            parts.append(col_name(self.cols[0], self.cols[-1]))
-        if not parts or self.rule == "mean":
-            return ""
-        return f" ({RULES[self.rule]} of {', '.join(parts)})"
 
 
 class Heatmap(Widget, can_focus=True):
@@ -527,37 +493,3 @@ class Heatmap(Widget, can_focus=True):
         super().watch_has_focus(focused)
         self._build()
         self.refresh()
-
-
-def colour_bar(scale: str, vmax: float, width: int = 26, no_color: bool = False, vmin: float = 0.0,
-               dark: bool | None = None):
-    """A one-line legend: -vmax .. 0 .. +vmax (diverging) or vmin .. vmax (sequential), in the
-    scale its map draws with: `dark` names the theme, None the running app's (dark outside one)."""
-    from rich.text import Text
-    if dark is None:
-        dark = app_is_dark()
-    n = len(palette.DIVERGING if scale == "diverging" else palette.SEQUENTIAL)
-    t = Text()
-    lo = f"{-vmax:+.2g}" if scale == "diverging" else f"{vmin:.2g}"
-    hi = f"{vmax:+.2g}" if scale == "diverging" else f"{vmax:.2g}"
-    t.append(lo + " ")
-    for i in range(n):
-        if no_color:
-            t.append(palette.glyph(i, scale) * 2)
-        else:
-            t.append("██", Style(color=palette.colour(i, scale, dark)))
-    t.append(" " + hi)
-    return t
-
-
-def app_is_dark(app=None) -> bool:
-    """Whether an app's theme is dark: a light one draws the maps and panels in the palette's
-    light scales (zero near the page, strong values dark), so a light slide has no dark boxes.
-    None: the running app's, the one whose widget is drawing (dark where no app runs)."""
-    if app is None:
-        from textual._context import active_app
-        try:
-            app = active_app.get()
-        except LookupError:
-            return True
-    return app.current_theme.dark is not False

@@ -11,7 +11,8 @@ from lineage.app import palette
 from lineage.app.app import LineageApp
 from lineage.app.headless import settle
 from lineage.app.panels.recall import error_style
-from lineage.app.widgets.heatmap import Heatmap, colour_bar
+from lineage.app.widgets.heatmap import Heatmap
+from lineage.app.widgets.legend import colour_bar
 
 SC = Path(__file__).resolve().parents[3] / "lineage" / "scenarios"
 ZERO = {"diverging": len(palette.DIVERGING) // 2, "sequential": 0}
