@@ -28,7 +28,8 @@ KEYS = """\
   (  )      eight layers at a time    <  >      eight heads at a time
   t         S / last write / error    c         shared colour scale
   esc       cancel a long jump, or restore a maximised panel
-  h j k l   heatmap cursor (its value shows under the map)
+  h j k l   heatmap cursor (its value shows under the map); the mouse
+            over a map reads the cell under it the same way
 [b]Other[/b]
   s         snapshot: SVG, PNG and text (numbered, never overwritten)
   ctrl+p    palette: open a file, export, toggle panels
