@@ -168,3 +168,11 @@ def test_a_deck_of_the_captions_alone_is_refused_before_its_folder_is_made(tmp_p
     assert main(["slides", "tour", "--panel", "captions", "-o", str(deck)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--panel captions" in err[0] and not deck.exists()
+
+
+def test_a_slide_reads_no_cursor(tmp_path):
+    """The legends under the maps read the keyboard cursor's or the mouse's cell in the app; an
+    exported picture has no cursor, so its readout would name a cell nobody chose."""
+    svg = _svg(tmp_path, "tour", "--step", "25")
+    assert "k3-mini" in svg and "alpha per channel" in svg and "the router" in svg    # the maps and legends
+    assert "cursor key" not in svg and "cursor expert" not in svg and "cursor channel" not in svg

@@ -118,6 +118,12 @@ class Panel(Vertical, can_focus=True):
         if not self.border_subtitle and not self.screen.has_class("-slide"):
             self.border_subtitle = text
 
+    def reading(self, hm):
+        """What the legend reads under a map: the cursor's or the mouse's cell (Heatmap.reading);
+        none on a slide or snapshot (an exported picture has no cursor: its readout would name a
+        cell nobody chose)."""
+        return None if self.screen.has_class("-slide") else hm.reading
+
     def set_title(self, text: str) -> None:
         """Changing a border title repaints the whole panel region; skip it when nothing changed."""
         self._title = text

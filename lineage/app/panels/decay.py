@@ -136,7 +136,7 @@ class DecayPanel(SweepPanel):
             legend.append(f"\n{note}" + (f"\n{others(view)}" if others(view) else ""))
         else:
             legend.append(f"   {counts(view)}   mean {view.columns.column(view.step).mean():.3f}")
-        got = hm.reading
+        got = self.reading(hm)
         if got is not None and (self._cursor_moved or got.by == "mouse"):
             # the ▲ / ▼ of h j k l, or the mouse's cell: the channel its cell is drawn with (the
             # darkest, as the map folds: "channel 5 of 4-7"); one row of one alpha: the head shown

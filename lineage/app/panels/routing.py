@@ -149,7 +149,7 @@ class RoutingPanel(SweepPanel):
         t.append(f"\nnow: {now}")
         if share is not None:
             t.append(f"   shared share {share:.2f}")
-        got = hm.reading
+        got = self.reading(hm)
         if got is not None and hm.data.size:
             t.append("\n" + (self._compact_reading(got, hm) if compact else self._reading(got)))
         self.put(self.query_one("#legend", TextBox), t, pace=0.1)

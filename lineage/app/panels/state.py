@@ -116,7 +116,7 @@ class StatePanel(HeatmapPanel):
         self._legend(hm)
 
     def _legend(self, hm: Heatmap) -> None:
-        got = hm.reading
+        got = self.reading(hm)
         bar = colour_bar("diverging", hm.vmax, no_color=self.app.no_color)
         if self.options.get("colour_range") == "shared":
             bar.append(" shared")
@@ -130,6 +130,8 @@ class StatePanel(HeatmapPanel):
             line, norm = f"\n{got.by} {where}: {got.value:+.4f}", f"   norm {np.linalg.norm(hm.data):.3f}"
             room = self.query_one("#legend", TextBox).size.width
             bar.append(line + norm if not room or len(line) - 1 + len(norm) <= room else line)
+        elif hm.data.size:          # a slide: no cursor to read, the map's norm all the same
+            bar.append(f"\nnorm {np.linalg.norm(hm.data):.3f}")
         self.put(self.query_one("#legend", TextBox), bar, pace=0.1)
 
     def on_heatmap_cursor_moved(self, event: Heatmap.CursorMoved) -> None:
