@@ -56,3 +56,19 @@ def compare(ref, path, vocab: int, prefill: int = 7, steps: int = 5, seed: int =
             if state_check is not None:
                 state_check(i, cache, state)
     return errs
+
+
+def greedy_equal(ref, path, ids=(5, 17, 33, 8, 61, 2, 44), new: int = 12) -> None:
+    """Our model loaded from `path` decodes the same `new` greedy tokens after `ids` as
+    transformers' `ref.generate`: the prefill, then one cached step a token."""
+    model, _ = lineage.load_pretrained(path)
+    ids = torch.tensor([list(ids)])
+    with torch.no_grad():
+        want = ref.generate(ids, max_new_tokens=new, do_sample=False, eos_token_id=None,
+                            pad_token_id=0)[0, ids.shape[1]:]
+        logits, state = model(ids)
+        got = [int(logits[0, -1].argmax())]
+        for _ in range(new - 1):
+            logits, state = model.step(torch.tensor([got[-1]]), state)
+            got.append(int(logits[0].argmax()))
+    assert got == want.tolist()

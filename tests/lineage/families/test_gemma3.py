@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("transformers")
 import torch  # noqa: E402
 
-from .helpers import compare, import_cpu_models, rel  # noqa: E402
+from .helpers import compare, greedy_equal, import_cpu_models, rel  # noqa: E402
 
 import_cpu_models("gemma3.modeling_gemma3")
 from transformers import Gemma3ForCausalLM, Gemma3TextConfig  # noqa: E402
@@ -135,16 +135,7 @@ def test_static_step_as_the_growing_one(tmp_path):
 
 def test_greedy_tokens_equal(tmp_path):
     ref = gemma(tmp_path, final_logit_softcapping=30.0)
-    model, _ = lineage.load_pretrained(tmp_path)
-    ids = torch.tensor([[5, 17, 33, 8, 61, 2, 44]])
-    with torch.no_grad():
-        want = ref.generate(ids, max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=0)[0, 7:]
-        logits, state = model(ids)
-        got = [int(logits[0, -1].argmax())]
-        for _ in range(11):
-            logits, state = model.step(torch.tensor([got[-1]]), state)
-            got.append(int(logits[0].argmax()))
-    assert got == want.tolist()
+    greedy_equal(ref, tmp_path)
 
 
 def hub_spelling(path):

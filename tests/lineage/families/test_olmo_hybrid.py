@@ -10,7 +10,7 @@ pytest.importorskip("transformers")
 import torch  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 
-from .helpers import compare, import_cpu_models, rel  # noqa: E402
+from .helpers import compare, greedy_equal, import_cpu_models, rel  # noqa: E402
 
 import_cpu_models("olmo_hybrid.modeling_olmo_hybrid")
 from transformers import OlmoHybridConfig, OlmoHybridForCausalLM  # noqa: E402
@@ -130,16 +130,7 @@ def test_default_pattern_of_transformers(tmp_path):
 
 def test_greedy_tokens_equal(tmp_path):
     ref = olmo(tmp_path)
-    model, _ = lineage.load_pretrained(tmp_path)
-    ids = torch.tensor([[5, 17, 33, 8, 61, 2, 44]])
-    with torch.no_grad():
-        want = ref.generate(ids, max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=0)[0, 7:]
-        logits, state = model(ids)
-        got = [int(logits[0, -1].argmax())]
-        for _ in range(11):
-            logits, state = model.step(torch.tensor([got[-1]]), state)
-            got.append(int(logits[0].argmax()))
-    assert got == want.tolist()
+    greedy_equal(ref, tmp_path)
 
 
 def test_hub_cut_of_the_conv_and_internal_names(tmp_path):

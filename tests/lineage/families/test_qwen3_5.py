@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 import torch  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 
-from .helpers import compare, import_cpu_models, rel  # noqa: E402
+from .helpers import compare, greedy_equal, import_cpu_models, rel  # noqa: E402
 
 import_cpu_models("qwen3_5.modeling_qwen3_5", "qwen3_5_moe.modeling_qwen3_5_moe")
 from transformers import (Qwen3_5Config, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration,  # noqa: E402
@@ -126,16 +126,7 @@ def test_odd_rotary_width(tmp_path):
 
 def test_greedy_tokens_equal(tmp_path):
     ref = qwen(tmp_path, composite=True)
-    model, _ = lineage.load_pretrained(tmp_path)
-    ids = torch.tensor([[5, 17, 33, 8, 61, 2, 44]])
-    with torch.no_grad():
-        want = ref.generate(ids, max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=0)[0, 7:]
-        logits, state = model(ids)
-        got = [int(logits[0, -1].argmax())]
-        for _ in range(11):
-            logits, state = model.step(torch.tensor([got[-1]]), state)
-            got.append(int(logits[0].argmax()))
-    assert got == want.tolist()
+    greedy_equal(ref, tmp_path)
 
 
 @pytest.mark.parametrize("moe", [False, True])
