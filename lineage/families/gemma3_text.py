@@ -21,6 +21,7 @@ import re
 
 from ..configs import AttentionConfig, DenseFFNConfig, ModelConfig
 from .hfconfig import Fields
+from . import llama
 from .llama import rope_scaling
 
 MODEL_TYPES = ("gemma3_text",)
@@ -124,36 +125,12 @@ def _scale(t):
 
 
 def pieces(name: str, t, cfg: ModelConfig):
-    """[(our parameter, index into it, tensor)], [] for a tensor we do not need, None if unknown."""
-    if name == "model.embed_tokens.weight":
-        return [("wte.weight", (), t)]
+    """[(our parameter, index into it, tensor)], [] for a tensor we do not need, None if unknown.
+    Gemma's own are its norms (four a block, each stored as w for a scale of 1 + w); every other
+    tensor is named as Llama's are (llama.pieces)."""
     if name == "model.norm.weight":
         return [("norm_f.weight", (), _scale(t))]
-    if name == "lm_head.weight":        # with a tied head the loader checks it equals the embedding
-        return [] if cfg.tie_embeddings else [("lm_head.weight", (), t)]
     m = _LAYER.fullmatch(name)
-    if m is None or int(m.group(1)) >= cfg.n_layers:
-        return None
-    b, rest = f"blocks.{m.group(1)}.", m.group(2)
-    if rest in _NORMS:
-        return [(b + _NORMS[rest], (), _scale(t))]
-    a, F = cfg.attention, cfg.dense.d_ff
-    H, Hkv, D = a.n_heads, a.kv_heads, a.dim
-    proj, _, leaf = rest.rpartition(".")
-    if leaf not in ("weight", "bias"):
-        return None
-    rows = {"self_attn.q_proj": (0, H * D), "self_attn.k_proj": (H * D, Hkv * D),
-            "self_attn.v_proj": ((H + Hkv) * D, Hkv * D)}
-    if proj in rows:                    # q | k | v stacked in one c_attn
-        start, n = rows[proj]
-        return [(b + "mixer.c_attn." + leaf, (slice(start, start + n),), t)]
-    if proj == "self_attn.o_proj":
-        return [(b + "mixer.c_proj." + leaf, (), t)]
-    if leaf != "weight":
-        return None
-    gate_up = {"mlp.gate_proj": slice(0, F), "mlp.up_proj": slice(F, 2 * F)}
-    if proj in gate_up:
-        return [(b + "ffn.c_fc.weight", (gate_up[proj],), t)]
-    if proj == "mlp.down_proj":
-        return [(b + "ffn.c_proj.weight", (), t)]
-    return None
+    if m is not None and int(m.group(1)) < cfg.n_layers and m.group(2) in _NORMS:
+        return [(f"blocks.{m.group(1)}.{_NORMS[m.group(2)]}", (), _scale(t))]
+    return llama.pieces(name, t, cfg)
